@@ -1,0 +1,59 @@
+# roxe: RoCEv2 RDMA over any Ethernet netdev, in Rust.
+#
+#   make setup      install packages and tools, build the test kernel (cached)
+#   make            build roxe.ko and libroxe
+#   make demo       boot a guest, create roxe0 and show it with ibv_devinfo
+#   make test       host tests, then VM tests
+#   make kdir       print the test kernel's build directory
+#
+# See README.md.
+
+SHELL := /bin/bash
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+RUSTC ?= /usr/bin/rustc
+BINDGEN ?= /opt/roxe/tools/bin/bindgen
+PROVIDER_SO := $(ROOT)/userspace-provider/target/release/libroxe.so
+
+.PHONY: all setup kdir module provider host-test vm-test test demo install clean
+
+all: module provider
+
+setup:
+	@$(ROOT)/scripts/setup
+
+kdir:
+	@$(ROOT)/scripts/kernel --path
+
+# The kernel build is looked up (and built if missing) on every call, so a
+# fresh machine needs nothing but `make setup` first.
+module: setup
+	@KDIR=$$($(ROOT)/scripts/kernel) && \
+	$(MAKE) -C "$$KDIR" M=$(ROOT) RUSTC=$(RUSTC) BINDGEN=$(BINDGEN) modules
+
+provider: setup
+	cargo build --release --locked --manifest-path $(ROOT)/userspace-provider/Cargo.toml
+
+host-test: setup
+	$(ROOT)/tests/host-tests
+
+vm-test: module provider
+	$(ROOT)/tests/vm-tests
+
+test:
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory setup && \
+	echo "[roxe] setup (including any kernel build) took $$(( $$(date +%s) - start )) s" && \
+	t=$$(date +%s) && $(MAKE) --no-print-directory host-test vm-test && \
+	echo "[roxe] tests took $$(( $$(date +%s) - t )) s"
+
+demo: module provider
+	$(ROOT)/scripts/vm $(ROOT)/tests/guest/demo.sh
+
+install: module provider
+	$(ROOT)/scripts/install-guest /
+
+clean:
+	-KDIR=$$($(ROOT)/scripts/kernel --path) && [ -d "$$KDIR" ] && $(MAKE) -C "$$KDIR" M=$(ROOT) clean
+	rm -f $(ROOT)/rust/bindings_generated.rs
+	-cargo clean --manifest-path $(ROOT)/userspace-provider/Cargo.toml
+	-cargo clean --manifest-path $(ROOT)/rust/proto/Cargo.toml

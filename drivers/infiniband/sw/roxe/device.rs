@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The roxe device: creation through `rdma link add`, and its attributes.
+
+use crate::net::NetDevice;
+use crate::proto::mtu::IbMtu;
+use crate::rdma::attr::{DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP};
+use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, DRIVER_ID_UNKNOWN};
+use crate::rdma::link::LinkOps;
+use crate::rdma::sysfs::Buffer;
+use crate::uapi;
+use core::fmt::Write;
+use kernel::c_str;
+use kernel::error::code::{EEXIST, EINVAL, ENODEV, ENOSPC, EPERM};
+use kernel::prelude::*;
+use kernel::str::CStr;
+
+/// The only port of a roxe device.
+pub(crate) const PORT: u32 = 1;
+
+/// Entries in the port's GID table (the RDMA core fills them from the
+/// netdev's IP addresses).
+const GID_TABLE_LEN: u32 = 1024;
+
+/// Largest message a port accepts, the same as rxe.
+const PORT_MAX_MSG_SIZE: u32 = 0x80_0000;
+
+/// The vendor id rxe also uses for a software device with no OUI.
+const VENDOR_ID: u32 = 0xFF_FFFF;
+
+/// The default full-membership P_Key, the only entry of the table.
+const DEFAULT_PKEY: u16 = 0xFFFF;
+
+/// The attribute libroxe looks for; its name is part of the shared ABI.
+const ABI_ATTR: &CStr = match CStr::from_bytes_with_nul(uapi::ABI_VERSION_ATTR.to_bytes_with_nul()) {
+    Ok(name) => name,
+    Err(_) => panic!("the ABI attribute name is not a C string"),
+};
+
+/// The roxe driver.
+pub(crate) struct Roxe;
+
+/// Per-device state.
+pub(crate) struct RoxeDev {
+    node_guid: [u8; 8],
+}
+
+impl Driver for Roxe {
+    type Data = RoxeDev;
+
+    // The kernel's `enum rdma_driver_id` has no roxe entry. libroxe matches
+    // devices by the `roxe_abi_version` attribute instead.
+    const DRIVER_ID: crate::rdma::device::DriverId = DRIVER_ID_UNKNOWN;
+    const UVERBS_ABI_VER: u32 = uapi::UVERBS_ABI_VERSION;
+    const ATTRS: &'static [&'static CStr] = &[c_str!("parent"), ABI_ATTR];
+
+    fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
+        // Only what exists today is advertised: no verbs resources are
+        // implemented yet, so their limits are zero.
+        Ok(DeviceAttr {
+            sys_image_guid: dev.data().node_guid,
+            vendor_id: VENDOR_ID,
+            max_pkeys: 1,
+            allow_user_unregister: true,
+            ..DeviceAttr::default()
+        })
+    }
+
+    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr> {
+        if port != PORT {
+            return Err(EINVAL);
+        }
+        let ndev = dev.netdev(port).ok_or(ENODEV)?;
+        let up = ndev.is_up();
+        let (active_speed, active_width) = dev.eth_speed(port)?;
+        let active_mtu = IbMtu::for_netdev_mtu(ndev.mtu()).unwrap_or(IbMtu::Mtu256);
+        Ok(PortAttr {
+            state: if up { PortState::Active } else { PortState::Down },
+            phys_state: if up { PhysState::LinkUp } else { PhysState::Disabled },
+            max_mtu: IbMtu::MAX.to_enum(),
+            active_mtu: active_mtu.to_enum(),
+            phys_mtu: ndev.mtu(),
+            gid_tbl_len: GID_TABLE_LEN,
+            pkey_tbl_len: 1,
+            port_cap_flags: PORT_CM_SUP,
+            max_msg_sz: PORT_MAX_MSG_SIZE,
+            max_vl_num: 1,
+            active_speed,
+            active_width,
+        })
+    }
+
+    fn port_immutable(_dev: &Device<Self>, port: u32) -> Result<PortImmutable> {
+        if port != PORT {
+            return Err(EINVAL);
+        }
+        Ok(PortImmutable {
+            pkey_tbl_len: 1,
+            gid_tbl_len: GID_TABLE_LEN,
+            roce_v2: true,
+            max_mad_size: MGMT_MAD_SIZE,
+        })
+    }
+
+    fn query_pkey(_dev: &Device<Self>, port: u32, index: u16) -> Result<u16> {
+        if port != PORT || index != 0 {
+            return Err(EINVAL);
+        }
+        Ok(DEFAULT_PKEY)
+    }
+
+    fn show_attr(dev: &Device<Self>, index: usize, out: &mut Buffer<'_>) -> Result {
+        match index {
+            0 => {
+                let ndev = dev.netdev(PORT).ok_or(ENODEV)?;
+                writeln!(out, "{}", ndev.name()).map_err(|_| ENOSPC)
+            }
+            1 => writeln!(out, "{}", uapi::UVERBS_ABI_VERSION).map_err(|_| ENOSPC),
+            _ => Err(EINVAL),
+        }
+    }
+}
+
+/// `rdma link add NAME type roxe netdev DEV`.
+pub(crate) struct Link;
+
+impl LinkOps for Link {
+    const TYPE: &'static CStr = c_str!("roxe");
+
+    fn newlink(name: &CStr, ndev: &NetDevice) -> Result {
+        if ndev.is_vlan() {
+            pr_err!("{}: create roxe on the real device under the VLAN instead\n", ndev.name());
+            return Err(EPERM);
+        }
+        if let Some(existing) = Device::<Roxe>::get_by_netdev(ndev) {
+            pr_err!("{} already has roxe device {}\n", ndev.name(), existing.name());
+            return Err(EEXIST);
+        }
+        let node_guid = ndev.eui64();
+        let info = DeviceInfo {
+            node_desc: c_str!("roxe"),
+            node_guid,
+            phys_port_cnt: 1,
+            num_comp_vectors: 1,
+        };
+        let mut new = NewDevice::<Roxe>::new(&crate::THIS_MODULE, &info, RoxeDev { node_guid })?;
+        new.set_netdev(ndev, PORT)?;
+        new.register(name)?;
+        pr_info!("{}: added on {} (ifindex {})\n", name, ndev.name(), ndev.ifindex());
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! roxe: RoCEv2 RDMA over any Ethernet netdev, written in Rust.
+//!
+//! `rdma link add roxe0 type roxe netdev eth0` creates a device. This crate
+//! root only wires the module together. The driver logic sits in this
+//! directory and contains no `unsafe` (each module is `deny(unsafe_code)`);
+//! the abstractions it builds on live in the top-level `rust/` directory.
+
+use kernel::prelude::*;
+
+// The abstraction layer: every `unsafe` block of roxe lives below `rust/`.
+#[path = "../../../../rust/bindings.rs"]
+mod bindings;
+#[path = "../../../../rust/net/mod.rs"]
+mod net;
+#[path = "../../../../rust/rdma/mod.rs"]
+mod rdma;
+
+// Pure logic shared with the host tests (`cargo test` in rust/proto).
+// The shared crates are written for their own crate roots, where their
+// items are `pub` and some are used only by tests or by user space.
+#[path = "../../../../rust/proto/src"]
+#[allow(unreachable_pub, dead_code)]
+mod proto {
+    pub(crate) mod mtu;
+}
+
+// The user/kernel ABI, shared with the user-space provider.
+#[path = "../../../../rust/uapi/src/abi.rs"]
+#[allow(unreachable_pub, dead_code)]
+mod uapi;
+
+#[deny(unsafe_code)]
+mod device;
+#[deny(unsafe_code)]
+mod netevent;
+
+module! {
+    type: RoxeModule,
+    name: "roxe",
+    author: "The roxe developers",
+    description: "RoCEv2 RDMA over any Ethernet netdev",
+    license: "GPL",
+    alias: ["rdma-link-roxe"],
+}
+
+struct RoxeModule {
+    // Fields drop in declaration order, which is the teardown order:
+    // 1. stop `rdma link add` from creating devices;
+    // 2. unregister every roxe device (this waits for each to finish);
+    // 3. stop listening to netdev events, which only matter while devices exist.
+    _link: rdma::link::Registration<device::Link>,
+    _devices: rdma::device::DriverRegistration<device::Roxe>,
+    _notifier: net::notifier::Registration<netevent::Events>,
+}
+
+impl kernel::Module for RoxeModule {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        // Set up in the reverse of the teardown order.
+        let notifier = net::notifier::Registration::new(netevent::Events)?;
+        let devices = rdma::device::DriverRegistration::new();
+        let link = rdma::link::Registration::new()?;
+        pr_info!("loaded (uverbs ABI {})\n", uapi::UVERBS_ABI_VERSION);
+        Ok(Self {
+            _link: link,
+            _devices: devices,
+            _notifier: notifier,
+        })
+    }
+}

@@ -1,0 +1,509 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA devices (`struct ib_device`).
+//!
+//! A driver describes itself with [`Driver`]. [`NewDevice`] allocates the C
+//! device with the driver's data placed right after it, the way
+//! `ib_alloc_device()` expects, and [`NewDevice::register`] hands it to the
+//! RDMA core. From then on the core owns the device: it calls back through
+//! the `ib_device_ops` built here, and it frees the device after
+//! unregistration, dropping the driver data in `dealloc_driver`.
+
+use super::attr::{DeviceAttr, PortAttr, PortImmutable};
+use super::sysfs::{Buffer, MAX_ATTRS};
+use crate::bindings;
+use crate::net::NetDevice;
+use core::marker::PhantomData;
+use core::mem::{offset_of, size_of, MaybeUninit};
+use core::ptr::{addr_of_mut, NonNull};
+use kernel::error::{code::*, from_result, Error, Result};
+use kernel::ffi::{c_char, c_int};
+use kernel::init::PinInit;
+use kernel::str::CStr;
+use kernel::types::{ARef, AlwaysRefCounted, Opaque};
+use kernel::ThisModule;
+
+/// A driver identifier from `enum rdma_driver_id`.
+pub(crate) type DriverId = bindings::rdma_driver_id;
+
+/// `RDMA_DRIVER_UNKNOWN`: the kernel's enum has no entry for out-of-tree drivers.
+pub(crate) const DRIVER_ID_UNKNOWN: DriverId = bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
+
+/// An RDMA device driver.
+pub(crate) trait Driver: Sized + Send + Sync + 'static {
+    /// Per-device state, stored in the same allocation as `struct ib_device`.
+    type Data: Send + Sync;
+
+    /// The driver's `rdma_driver_id`, which user space sees over netlink.
+    const DRIVER_ID: DriverId;
+
+    /// The uverbs ABI version the user-space provider checks.
+    const UVERBS_ABI_VER: u32;
+
+    /// Names of the read-only sysfs attributes shown by [`Driver::show_attr`].
+    const ATTRS: &'static [&'static CStr];
+
+    /// Reports device attributes.
+    fn query_device(dev: &Device<Self>) -> Result<DeviceAttr>;
+
+    /// Reports the attributes of `port` (1-based).
+    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr>;
+
+    /// Reports the properties of `port` that never change.
+    fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
+
+    /// Returns the P_Key at `index` of `port`.
+    fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
+
+    /// Writes the value of attribute `ATTRS[index]`.
+    fn show_attr(dev: &Device<Self>, index: usize, out: &mut Buffer<'_>) -> Result;
+}
+
+/// Fixed identity of a new device.
+pub(crate) struct DeviceInfo<'a> {
+    /// Node description, shown as `node_desc` (truncated to 63 bytes).
+    pub(crate) node_desc: &'a CStr,
+    /// Node GUID, big-endian.
+    pub(crate) node_guid: [u8; 8],
+    /// Number of ports.
+    pub(crate) phys_port_cnt: u32,
+    /// Number of completion vectors.
+    pub(crate) num_comp_vectors: u32,
+}
+
+/// The sysfs attribute group of one device.
+#[repr(C)]
+struct SysfsGroup {
+    attrs: [Opaque<bindings::device_attribute>; MAX_ATTRS],
+    ptrs: Opaque<[*mut bindings::attribute; MAX_ATTRS + 1]>,
+    group: Opaque<bindings::attribute_group>,
+}
+
+/// An RDMA device of driver `T`.
+///
+/// # Invariants
+///
+/// `ib` is a `struct ib_device` allocated by `_ib_alloc_device` with the
+/// size of `Self`, whose ops were set by [`NewDevice::new`] for `T`, and
+/// `data` is initialised until `dealloc_driver` (or [`NewDevice`]'s drop)
+/// drops it. References to a `Device` exist only while the device is
+/// allocated: in a core callback, through [`ARef`], or inside [`NewDevice`].
+#[repr(C)]
+pub(crate) struct Device<T: Driver> {
+    ib: Opaque<bindings::ib_device>,
+    sysfs: SysfsGroup,
+    data: T::Data,
+}
+
+// SAFETY: The RDMA core lets any thread use a device it holds a reference
+// on; the driver data is `Send + Sync`.
+unsafe impl<T: Driver> Send for Device<T> {}
+// SAFETY: See `Send`.
+unsafe impl<T: Driver> Sync for Device<T> {}
+
+// SAFETY: `ib_device_put` and the `refcount` field manage the lifetime of
+// registered devices; the memory stays valid while the count is non-zero.
+unsafe impl<T: Driver> AlwaysRefCounted for Device<T> {
+    fn inc_ref(&self) {
+        // SAFETY: `self` is valid and already holds a reference, so the
+        // count is non-zero.
+        unsafe { bindings::roxe_ib_device_get(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns one reference.
+        unsafe { bindings::ib_device_put(obj.cast::<bindings::ib_device>().as_ptr()) };
+    }
+}
+
+/// The port event to report with [`Device::dispatch_port_event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortEvent {
+    /// `IB_EVENT_PORT_ACTIVE`.
+    Active,
+    /// `IB_EVENT_PORT_ERR`.
+    Error,
+}
+
+impl<T: Driver> Device<T> {
+    // The C allocator aligns to `ARCH_KMALLOC_MINALIGN` (8 on x86-64).
+    const ALIGN_OK: () = assert!(core::mem::align_of::<Self>() <= 8);
+
+    fn as_raw(&self) -> *mut bindings::ib_device {
+        self.ib.get()
+    }
+
+    /// # Safety
+    ///
+    /// `ib` must be a device of driver `T` (its ops were set by
+    /// [`NewDevice::new`]) that stays allocated for `'a`, with `data` initialised.
+    unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: `ib` is the first field of the `#[repr(C)]` `Device<T>`
+        // that `NewDevice::new` allocated, per the caller's guarantee.
+        unsafe { &*ib.cast::<Self>() }
+    }
+
+    /// The driver's per-device data.
+    pub(crate) fn data(&self) -> &T::Data {
+        &self.data
+    }
+
+    /// The device name, such as `roxe0`.
+    pub(crate) fn name(&self) -> &CStr {
+        // SAFETY: `name` is a NUL-terminated array of the valid device.
+        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
+    }
+
+    /// The netdev bound to `port`, with a reference held.
+    pub(crate) fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
+        // SAFETY: The device is valid; the call returns NULL or a netdev
+        // with a reference taken for us.
+        let raw = unsafe { bindings::ib_device_get_netdev(self.as_raw(), port) };
+        // SAFETY: A non-NULL result carries one reference that we own.
+        NonNull::new(raw).map(|p| unsafe { ARef::from_raw(p.cast::<NetDevice>()) })
+    }
+
+    /// Speed and width of `port`, as the RDMA core derives them from the
+    /// netdev's ethtool link settings.
+    pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
+        let mut speed = 0u16;
+        let mut width = 0u8;
+        // SAFETY: The device is valid and the out-pointers are live locals.
+        kernel::error::to_result(unsafe {
+            bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width)
+        })?;
+        Ok((speed, width))
+    }
+
+    /// Reports a port state change to the RDMA core and its clients.
+    pub(crate) fn dispatch_port_event(&self, port: u32, event: PortEvent) {
+        let mut ev = bindings::ib_event::default();
+        ev.device = self.as_raw();
+        ev.element.port_num = port;
+        ev.event = match event {
+            PortEvent::Active => bindings::ib_event_type_IB_EVENT_PORT_ACTIVE,
+            PortEvent::Error => bindings::ib_event_type_IB_EVENT_PORT_ERR,
+        };
+        // SAFETY: `ev` is a fully initialised event for a valid device.
+        unsafe { bindings::ib_dispatch_event(&ev) };
+    }
+
+    /// Starts unregistering the device from a workqueue. Safe to call from
+    /// netdev notifiers, where RTNL is held, and more than once.
+    pub(crate) fn unregister_queued(&self) {
+        // SAFETY: The device is valid and registered with a
+        // `dealloc_driver`, as the call requires.
+        unsafe { bindings::ib_unregister_device_queued(self.as_raw()) };
+    }
+
+    /// Finds the registered device of driver `T` bound to `ndev`.
+    pub(crate) fn get_by_netdev(ndev: &NetDevice) -> Option<ARef<Self>> {
+        // SAFETY: `ndev` is valid; the call returns NULL or a device with a
+        // reference taken for us.
+        let raw = unsafe { bindings::ib_device_get_by_netdev(ndev.as_raw(), T::DRIVER_ID) };
+        let raw = NonNull::new(raw)?;
+        // Another driver may share our driver id. Only our devices point
+        // their sysfs group into their own allocation, at a fixed offset.
+        // Computing that address does not dereference anything.
+        let own_group = raw
+            .as_ptr()
+            .cast::<u8>()
+            .wrapping_add(offset_of!(Self, sysfs) + offset_of!(SysfsGroup, group))
+            .cast::<bindings::attribute_group>()
+            .cast_const();
+        // SAFETY: We hold a reference, so the device and its ops are valid.
+        let group = unsafe { (*raw.as_ptr()).ops.device_group };
+        if group != own_group {
+            // SAFETY: Drops the reference taken above.
+            unsafe { bindings::ib_device_put(raw.as_ptr()) };
+            return None;
+        }
+        // SAFETY: The device is ours (checked above), so it is a `Device<T>`;
+        // we own the reference the lookup took.
+        Some(unsafe { ARef::from_raw(raw.cast::<Self>()) })
+    }
+
+    // --- Callbacks from the RDMA core. ---
+
+    unsafe extern "C" fn query_device_cb(
+        ib: *mut bindings::ib_device,
+        attr: *mut bindings::ib_device_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core passes a NULL or valid `udata`.
+            if let Some(udata) = unsafe { udata.as_ref() } {
+                // Nothing driver-specific is defined for this verb yet.
+                if udata.inlen != 0 || udata.outlen != 0 {
+                    return Err(EINVAL);
+                }
+            }
+            // SAFETY: Callbacks only run for registered devices of `T`.
+            let dev = unsafe { Self::from_raw(ib) };
+            let a = T::query_device(dev)?;
+            // SAFETY: The core passes a valid, exclusive `attr`.
+            a.write_to(unsafe { &mut *attr });
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn query_port_cb(
+        ib: *mut bindings::ib_device,
+        port: u32,
+        attr: *mut bindings::ib_port_attr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Callbacks only run for registered devices of `T`.
+            let dev = unsafe { Self::from_raw(ib) };
+            let a = T::query_port(dev, port)?;
+            // SAFETY: The core passes a valid, exclusive `attr`.
+            a.write_to(unsafe { &mut *attr });
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn get_port_immutable_cb(
+        ib: *mut bindings::ib_device,
+        port: u32,
+        imm: *mut bindings::ib_port_immutable,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Called during registration of a device of `T`.
+            let dev = unsafe { Self::from_raw(ib) };
+            let a = T::port_immutable(dev, port)?;
+            // SAFETY: The core passes a valid, exclusive `imm`.
+            a.write_to(unsafe { &mut *imm });
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn get_link_layer_cb(_ib: *mut bindings::ib_device, _port: u32) -> bindings::rdma_link_layer {
+        // Every port of a RoCE device is an Ethernet port.
+        bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+    }
+
+    unsafe extern "C" fn query_pkey_cb(
+        ib: *mut bindings::ib_device,
+        port: u32,
+        index: u16,
+        pkey: *mut u16,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Callbacks only run for registered devices of `T`.
+            let dev = unsafe { Self::from_raw(ib) };
+            let v = T::query_pkey(dev, port, index)?;
+            // SAFETY: The core passes a valid out-pointer.
+            unsafe { pkey.write(v) };
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn alloc_ucontext_cb(_uctx: *mut bindings::ib_ucontext, udata: *mut bindings::ib_udata) -> c_int {
+        // The ucontext carries no driver state yet, and there is no
+        // driver-specific request or response to exchange.
+        // SAFETY: The core passes a NULL or valid `udata`.
+        match unsafe { udata.as_ref() } {
+            Some(u) if u.inlen != 0 => EINVAL.to_errno(),
+            _ => 0,
+        }
+    }
+
+    unsafe extern "C" fn dealloc_ucontext_cb(_uctx: *mut bindings::ib_ucontext) {}
+
+    unsafe extern "C" fn dealloc_driver_cb(ib: *mut bindings::ib_device) {
+        let this = ib.cast::<Self>();
+        // SAFETY: The core calls this once, after unregistration, when no
+        // other callback can run; `data` is initialised until now.
+        unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
+    }
+
+    unsafe extern "C" fn show_cb(
+        dev: *mut bindings::device,
+        attr: *mut bindings::device_attribute,
+        buf: *mut c_char,
+    ) -> isize {
+        // SAFETY: The attribute belongs to the `struct device` embedded in
+        // a registered `ib_device` of `T`; sysfs removes the files before
+        // the device is unregistered and its data dropped.
+        let this = unsafe { Self::from_raw(bindings::roxe_ib_device_from_dev(dev)) };
+        let base = this.sysfs.attrs.as_ptr().cast::<bindings::device_attribute>();
+        // SAFETY: `attr` is one element of `this.sysfs.attrs`.
+        let index = unsafe { attr.cast_const().offset_from(base) };
+        let Ok(index) = usize::try_from(index) else {
+            return EINVAL.to_errno() as isize;
+        };
+        // SAFETY: sysfs hands `show` a zeroed buffer of one page.
+        let page = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), kernel::page::PAGE_SIZE) };
+        let mut out = Buffer::new(page);
+        match T::show_attr(this, index, &mut out) {
+            // CAST: the length is below PAGE_SIZE.
+            Ok(()) => out.len() as isize,
+            Err(e) => e.to_errno() as isize,
+        }
+    }
+}
+
+/// A device that is allocated but not registered.
+///
+/// # Invariants
+///
+/// `ptr` points to a `Device<T>` allocated by `_ib_alloc_device`, with ops
+/// set and `data` initialised, that the RDMA core does not know about yet.
+pub(crate) struct NewDevice<T: Driver> {
+    ptr: NonNull<Device<T>>,
+    _p: PhantomData<T>,
+}
+
+impl<T: Driver> NewDevice<T> {
+    /// Allocates a device and initialises its driver data.
+    pub(crate) fn new(
+        module: &'static ThisModule,
+        info: &DeviceInfo<'_>,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result<Self> {
+        #[allow(clippy::let_unit_value)]
+        let () = Device::<T>::ALIGN_OK;
+        if T::ATTRS.len() > MAX_ATTRS {
+            return Err(EINVAL);
+        }
+        // SAFETY: `Device<T>` starts with `struct ib_device`, as required.
+        let raw = unsafe { bindings::_ib_alloc_device(size_of::<Device<T>>()) };
+        let raw = NonNull::new(raw).ok_or(ENOMEM)?.cast::<Device<T>>();
+        let this = raw.as_ptr();
+
+        // SAFETY: `data` points into the fresh, zeroed allocation. On
+        // failure the initialiser has cleaned up after itself.
+        if let Err(e) = unsafe { data.__pinned_init(addr_of_mut!((*this).data)) } {
+            // SAFETY: Allocated above, never registered; no data to drop.
+            unsafe { bindings::ib_dealloc_device(raw.as_ptr().cast()) };
+            return Err(e);
+        }
+
+        // SAFETY: We own the unregistered allocation exclusively.
+        unsafe { Self::init_sysfs(this) };
+
+        // SAFETY: See above. All-zero is a valid `ib_device_ops`: every
+        // field is an integer, a NULL pointer or `None`.
+        let mut ops: bindings::ib_device_ops = unsafe { MaybeUninit::zeroed().assume_init() };
+        ops.owner = module.as_ptr().cast();
+        ops.driver_id = T::DRIVER_ID;
+        ops.uverbs_abi_ver = T::UVERBS_ABI_VER;
+        // SAFETY: Only computes the address of the group inside `this`.
+        ops.device_group = unsafe { (*this).sysfs.group.get() };
+        ops.query_device = Some(Device::<T>::query_device_cb);
+        ops.query_port = Some(Device::<T>::query_port_cb);
+        ops.get_port_immutable = Some(Device::<T>::get_port_immutable_cb);
+        ops.get_link_layer = Some(Device::<T>::get_link_layer_cb);
+        ops.query_pkey = Some(Device::<T>::query_pkey_cb);
+        ops.alloc_ucontext = Some(Device::<T>::alloc_ucontext_cb);
+        ops.dealloc_ucontext = Some(Device::<T>::dealloc_ucontext_cb);
+        ops.dealloc_driver = Some(Device::<T>::dealloc_driver_cb);
+        ops.size_ib_ucontext = size_of::<bindings::ib_ucontext>();
+
+        // SAFETY: We own the unregistered device; `ib_set_device_ops`
+        // copies `ops`, and the device fields are plain data.
+        unsafe {
+            let ib = raw.as_ptr().cast::<bindings::ib_device>();
+            bindings::ib_set_device_ops(ib, &ops);
+            let desc = info.node_desc.as_bytes();
+            let n = desc.len().min((*ib).node_desc.len() - 1);
+            for (d, s) in (*ib).node_desc.iter_mut().zip(&desc[..n]) {
+                // CAST: a byte reinterpreted as C's `char`.
+                *d = *s as c_char;
+            }
+            (*ib).node_type = bindings::RDMA_NODE_IB_CA as u8;
+            (*ib).phys_port_cnt = info.phys_port_cnt;
+            (*ib).num_comp_vectors = i32::try_from(info.num_comp_vectors).unwrap_or(1);
+            (*ib).node_guid = u64::from_ne_bytes(info.node_guid);
+            (*ib).local_dma_lkey = 0;
+            // The name comes from `rdma link add`, as with rxe.
+            (*ib).name_assign_type = bindings::rdma_nl_name_assign_type_RDMA_NAME_ASSIGN_TYPE_USER;
+        }
+        // INVARIANT: allocated, ops set, data initialised, not registered.
+        Ok(Self { ptr: raw, _p: PhantomData })
+    }
+
+    /// # Safety
+    ///
+    /// `this` must be an unregistered device owned by the caller.
+    unsafe fn init_sysfs(this: *mut Device<T>) {
+        // SAFETY: Per the function's contract we may write the group.
+        unsafe {
+            let s = addr_of_mut!((*this).sysfs);
+            let attrs = (*s).attrs.as_ptr().cast_mut().cast::<bindings::device_attribute>();
+            let ptrs = (*s).ptrs.get().cast::<*mut bindings::attribute>();
+            for (i, name) in T::ATTRS.iter().enumerate() {
+                let a = attrs.add(i);
+                (*a).attr.name = name.as_char_ptr();
+                (*a).attr.mode = 0o444;
+                bindings::roxe_sysfs_attr_init(addr_of_mut!((*a).attr));
+                (*a).show = Some(Device::<T>::show_cb);
+                *ptrs.add(i) = addr_of_mut!((*a).attr);
+            }
+            // The list ends with a NULL pointer; the allocation is zeroed.
+            let g = (*s).group.get();
+            (*g).attrs = ptrs;
+        }
+    }
+
+    /// Binds `ndev` to `port`; the RDMA core then manages the port's RoCE
+    /// GIDs from the netdev's IP addresses.
+    pub(crate) fn set_netdev(&mut self, ndev: &NetDevice, port: u32) -> Result {
+        // SAFETY: The device is valid and unregistered; `ndev` is valid and
+        // the core takes its own reference.
+        kernel::error::to_result(unsafe {
+            bindings::ib_device_set_netdev(self.ptr.as_ptr().cast(), ndev.as_raw(), port)
+        })
+    }
+
+    /// Registers the device under `name`. On success the RDMA core owns it
+    /// and may unregister and free it at any time; on failure it is freed.
+    pub(crate) fn register(self, name: &CStr) -> Result {
+        let ptr = self.ptr;
+        core::mem::forget(self);
+        // SAFETY: The device is fully set up. `NULL` as DMA device selects
+        // the core's virtual DMA ops, as for every software RDMA device.
+        let ret = unsafe {
+            bindings::ib_register_device(ptr.as_ptr().cast(), name.as_char_ptr(), core::ptr::null_mut())
+        };
+        if ret != 0 {
+            // On failure the core hands ownership back to us (it
+            // suppresses `dealloc_driver` on this path).
+            drop(NewDevice::<T> { ptr, _p: PhantomData });
+            return Err(Error::from_errno(ret));
+        }
+        Ok(())
+    }
+}
+
+impl<T: Driver> Drop for NewDevice<T> {
+    fn drop(&mut self) {
+        let this = self.ptr.as_ptr();
+        // SAFETY: By the type invariant we own the device and its data is
+        // initialised; the core never saw it (or gave it back).
+        unsafe {
+            core::ptr::drop_in_place(addr_of_mut!((*this).data));
+            bindings::ib_dealloc_device(this.cast());
+        }
+    }
+}
+
+/// Claims a driver id for the lifetime of the module. Dropping it
+/// unregisters every device with that id and waits until that is done.
+pub(crate) struct DriverRegistration<T: Driver>(PhantomData<T>);
+
+impl<T: Driver> DriverRegistration<T> {
+    /// Creates the claim. No C state changes until drop.
+    pub(crate) fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<T: Driver> Drop for DriverRegistration<T> {
+    fn drop(&mut self) {
+        // SAFETY: Every device of `T` has a `dealloc_driver`, as the call
+        // requires. It unregisters synchronously, so no callback into this
+        // module runs afterwards.
+        unsafe { bindings::ib_unregister_driver(T::DRIVER_ID) };
+    }
+}

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe abstractions over the RDMA core (`drivers/infiniband/core`).
+//!
+//! These are written as if for an upstream `kernel::rdma`: every `unsafe`
+//! block of roxe lives under `rust/`, and the driver in
+//! `drivers/infiniband/sw/roxe/` only uses the safe types here.
+
+pub(crate) mod attr;
+pub(crate) mod device;
+pub(crate) mod link;
+pub(crate) mod sysfs;

@@ -1,0 +1,68 @@
+# Helpers for guest test scripts. Source it: . "$ROXE_ROOT/tests/guest/lib.sh"
+# Every check prints one line, PASS or FAIL, and failures are counted;
+# call `finish` at the end to exit with the result.
+
+ROXE_FAILS=0
+ROXE_CHECKS=0
+
+pass() { ROXE_CHECKS=$((ROXE_CHECKS + 1)); echo "PASS: $*"; }
+fail() { ROXE_CHECKS=$((ROXE_CHECKS + 1)); ROXE_FAILS=$((ROXE_FAILS + 1)); echo "FAIL: $*"; }
+
+# check DESCRIPTION COMMAND...: passes when the command succeeds.
+check() {
+	local what=$1; shift
+	if "$@" >/tmp/check.out 2>&1; then pass "$what"; else
+		fail "$what (exit $?): $*"; sed 's/^/    /' /tmp/check.out | head -20
+	fi
+}
+
+# check_fails DESCRIPTION COMMAND...: passes when the command fails.
+check_fails() {
+	local what=$1; shift
+	if "$@" >/tmp/check.out 2>&1; then
+		fail "$what: expected failure but succeeded: $*"; sed 's/^/    /' /tmp/check.out | head -20
+	else pass "$what"; fi
+}
+
+# check_output DESCRIPTION REGEX COMMAND...: the output must match REGEX.
+check_output() {
+	local what=$1 re=$2; shift 2
+	if "$@" >/tmp/check.out 2>&1 && grep -Eq -- "$re" /tmp/check.out; then pass "$what"; else
+		fail "$what: output of '$*' does not match /$re/"; sed 's/^/    /' /tmp/check.out | head -30
+	fi
+}
+
+# wait_for SECONDS COMMAND...: retry until the command succeeds.
+wait_for() {
+	local t=$1; shift
+	local end=$((SECONDS + t))
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -ge $end ] && return 1
+		sleep 0.2
+	done
+}
+
+# Two-guest rendezvous through the shared directory.
+# roxe_signal NAME: tell the peer we reached NAME.
+roxe_signal() { touch "$ROXE_SHARED/$1.$ROXE_ROLE"; }
+# roxe_wait NAME [SECONDS]: wait until the peer reached NAME.
+roxe_wait() {
+	local peer=$((ROXE_ROLE % 2 + 1))
+	wait_for "${2:-120}" test -e "$ROXE_SHARED/$1.$peer"
+}
+
+# Remove every roxe link, then the module, whatever state a test left.
+roxe_cleanup() {
+	local d
+	for d in $(rdma link show 2>/dev/null | awk '{print $2}' | cut -d/ -f1 | sort -u); do
+		[ -e "/sys/class/infiniband/$d/roxe_abi_version" ] && rdma link delete "$d" 2>/dev/null
+	done
+	lsmod | grep -q '^roxe ' && rmmod roxe
+	return 0
+}
+
+finish() {
+	echo "checks: $ROXE_CHECKS, failed: $ROXE_FAILS"
+	[ "$ROXE_FAILS" = 0 ]
+	exit $?
+}
