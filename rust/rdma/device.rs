@@ -312,8 +312,10 @@ impl<T: Driver> Device<T> {
 
     unsafe extern "C" fn dealloc_driver_cb(ib: *mut bindings::ib_device) {
         let this = ib.cast::<Self>();
-        // SAFETY: The core calls this once, after unregistration, when no
-        // other callback can run; `data` is initialised until now.
+        // SAFETY: `ib_dealloc_device` calls this exactly once per device,
+        // both after unregistration and for a device that was never
+        // registered (see `NewDevice::drop`); no other callback runs by then
+        // and `data` is initialised until now.
         unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
     }
 
@@ -478,13 +480,11 @@ impl<T: Driver> NewDevice<T> {
 
 impl<T: Driver> Drop for NewDevice<T> {
     fn drop(&mut self) {
-        let this = self.ptr.as_ptr();
-        // SAFETY: By the type invariant we own the device and its data is
-        // initialised; the core never saw it (or gave it back).
-        unsafe {
-            core::ptr::drop_in_place(addr_of_mut!((*this).data));
-            bindings::ib_dealloc_device(this.cast());
-        }
+        // SAFETY: By the type invariant we own the device, its ops are set
+        // and its data is initialised; the core never saw it (or gave it
+        // back). `ib_dealloc_device` calls `dealloc_driver`, which drops the
+        // data exactly once, and then frees the device.
+        unsafe { bindings::ib_dealloc_device(self.ptr.as_ptr().cast()) };
     }
 }
 

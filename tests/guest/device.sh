@@ -27,6 +27,13 @@ check_output "the P_Key table holds the default P_Key" "^0xffff\$" cat $IB/ports
 check_fails "a second link add on $ROXE_IF is refused" rdma link add roxe1 type roxe netdev "$ROXE_IF"
 check_output "the kernel log says why" "$ROXE_IF already has roxe device roxe0" dmesg
 check_fails "a link add on a missing netdev is refused" rdma link add roxe1 type roxe netdev nosuchdev0
+# A name that is taken makes ib_register_device fail after the device was
+# fully built: the error path must free it cleanly.
+check "a veth pair for the name clash" ip link add roxeveth2 type veth peer name roxeveth3
+check_fails "a second roxe0 on another netdev is refused" rdma link add roxe0 type roxe netdev roxeveth2
+check "the veth can get a device under a free name" rdma link add roxe2 type roxe netdev roxeveth2
+check "and lose it again" rdma link delete roxe2
+ip link del roxeveth2
 
 # The port follows the netdev.
 ip link set "$ROXE_IF" down

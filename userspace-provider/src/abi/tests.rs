@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Layout tests: every structure in `abi` against the C headers.
+//!
+//! The expected numbers were printed by a C program that applied `sizeof`,
+//! `_Alignof` and `offsetof` (x86_64, gcc 12) to `<infiniband/verbs.h>` and
+//! `<rdma/ib_user_verbs.h>` as installed by Debian's libibverbs-dev 44.0-2 and
+//! linux-libc-dev, and to the `driver.h` and `kern-abi.h` definitions of
+//! rdma-core `v44.0` (`struct verbs_sysfs_dev`, `verbs_device_ops`,
+//! `verbs_device`, `verbs_match_ent`, `verbs_context_ops`, `ibv_get_context`,
+//! `ibv_query_port`). The private ones were also worked out by hand. A test
+//! reports every mismatch of its group, not only the first.
+
+use core::mem::{align_of, offset_of, size_of};
+
+use super::{ibv, uverbs, verbs};
+
+/// Records a mismatch between the Rust layout and the C one.
+fn check(errs: &mut Vec<String>, ty: &str, what: &str, rust: usize, c: usize) {
+    if rust != c {
+        errs.push(format!("{ty}: {what} is {rust} in Rust, {c} in C"));
+    }
+}
+
+/// Checks size, alignment and the offsets of the listed fields of a type.
+macro_rules! assert_layout {
+    ($errs:ident, $t:ty, size $size:literal, align $align:literal {
+        $($($field:ident).+ : $off:literal,)*
+    }) => {{
+        check(&mut $errs, stringify!($t), "size", size_of::<$t>(), $size);
+        check(&mut $errs, stringify!($t), "align", align_of::<$t>(), $align);
+        $(
+            check(
+                &mut $errs,
+                stringify!($t),
+                stringify!($($field).+),
+                offset_of!($t, $($field).+),
+                $off,
+            );
+        )*
+    }};
+}
+
+/// Public `verbs.h` structures and the `kern-abi.h` wrappers.
+#[test]
+fn ibv_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, ibv::DeviceOpsCompat, size 16, align 8 {
+        _dummy1: 0,
+        _dummy2: 8,
+    });
+    assert_layout!(errs, ibv::Device, size 664, align 8 {
+        _ops: 0,
+        node_type: 16,
+        transport_type: 20,
+        name: 24,
+        dev_name: 88,
+        dev_path: 152,
+        ibdev_path: 408,
+    });
+    assert_layout!(errs, ibv::ContextOps, size 256, align 8 {
+        _compat_query_device: 0,
+        _compat_query_port: 8,
+        _compat_alloc_pd: 16,
+        _compat_dealloc_pd: 24,
+        _compat_reg_mr: 32,
+        _compat_rereg_mr: 40,
+        _compat_dereg_mr: 48,
+        alloc_mw: 56,
+        bind_mw: 64,
+        dealloc_mw: 72,
+        _compat_create_cq: 80,
+        poll_cq: 88,
+        req_notify_cq: 96,
+        _compat_cq_event: 104,
+        _compat_resize_cq: 112,
+        _compat_destroy_cq: 120,
+        _compat_create_srq: 128,
+        _compat_modify_srq: 136,
+        _compat_query_srq: 144,
+        _compat_destroy_srq: 152,
+        post_srq_recv: 160,
+        _compat_create_qp: 168,
+        _compat_query_qp: 176,
+        _compat_modify_qp: 184,
+        _compat_destroy_qp: 192,
+        post_send: 200,
+        post_recv: 208,
+        _compat_create_ah: 216,
+        _compat_destroy_ah: 224,
+        _compat_attach_mcast: 232,
+        _compat_detach_mcast: 240,
+        _compat_async_event: 248,
+    });
+    assert_layout!(errs, ibv::Context, size 328, align 8 {
+        device: 0,
+        ops: 8,
+        cmd_fd: 264,
+        async_fd: 268,
+        num_comp_vectors: 272,
+        mutex: 280,
+        abi_compat: 320,
+    });
+    assert_layout!(errs, ibv::PthreadMutex, size 40, align 8 {
+    });
+    assert_layout!(errs, ibv::DeviceAttr, size 232, align 8 {
+        fw_ver: 0,
+        node_guid: 64,
+        sys_image_guid: 72,
+        max_mr_size: 80,
+        page_size_cap: 88,
+        vendor_id: 96,
+        vendor_part_id: 100,
+        hw_ver: 104,
+        max_qp: 108,
+        max_qp_wr: 112,
+        device_cap_flags: 116,
+        max_sge: 120,
+        max_sge_rd: 124,
+        max_cq: 128,
+        max_cqe: 132,
+        max_mr: 136,
+        max_pd: 140,
+        max_qp_rd_atom: 144,
+        max_ee_rd_atom: 148,
+        max_res_rd_atom: 152,
+        max_qp_init_rd_atom: 156,
+        max_ee_init_rd_atom: 160,
+        atomic_cap: 164,
+        max_ee: 168,
+        max_rdd: 172,
+        max_mw: 176,
+        max_raw_ipv6_qp: 180,
+        max_raw_ethy_qp: 184,
+        max_mcast_grp: 188,
+        max_mcast_qp_attach: 192,
+        max_total_mcast_qp_attach: 196,
+        max_ah: 200,
+        max_fmr: 204,
+        max_map_per_fmr: 208,
+        max_srq: 212,
+        max_srq_wr: 216,
+        max_srq_sge: 220,
+        max_pkeys: 224,
+        local_ca_ack_delay: 226,
+        phys_port_cnt: 227,
+    });
+    assert_layout!(errs, ibv::OdpCaps, size 24, align 8 {
+        general_caps: 0,
+        per_transport_caps: 8,
+        per_transport_caps.rc_odp_caps: 8,
+        per_transport_caps.uc_odp_caps: 12,
+        per_transport_caps.ud_odp_caps: 16,
+    });
+    assert_layout!(errs, ibv::OdpPerTransportCaps, size 12, align 4 {
+    });
+    assert_layout!(errs, ibv::TsoCaps, size 8, align 4 {
+        max_tso: 0,
+        supported_qpts: 4,
+    });
+    assert_layout!(errs, ibv::RssCaps, size 32, align 8 {
+        supported_qpts: 0,
+        max_rwq_indirection_tables: 4,
+        max_rwq_indirection_table_size: 8,
+        rx_hash_fields_mask: 16,
+        rx_hash_function: 24,
+    });
+    assert_layout!(errs, ibv::PacketPacingCaps, size 12, align 4 {
+        qp_rate_limit_min: 0,
+        qp_rate_limit_max: 4,
+        supported_qpts: 8,
+    });
+    assert_layout!(errs, ibv::TmCaps, size 20, align 4 {
+        max_rndv_hdr_size: 0,
+        max_num_tags: 4,
+        flags: 8,
+        max_ops: 12,
+        max_sge: 16,
+    });
+    assert_layout!(errs, ibv::CqModerationCaps, size 4, align 2 {
+        max_cq_count: 0,
+        max_cq_period: 2,
+    });
+    assert_layout!(errs, ibv::PciAtomicCaps, size 6, align 2 {
+        fetch_add: 0,
+        swap: 2,
+        compare_swap: 4,
+    });
+    assert_layout!(errs, ibv::DeviceAttrEx, size 400, align 8 {
+        orig_attr: 0,
+        comp_mask: 232,
+        odp_caps: 240,
+        completion_timestamp_mask: 264,
+        hca_core_clock: 272,
+        device_cap_flags_ex: 280,
+        tso_caps: 288,
+        rss_caps: 296,
+        max_wq_type_rq: 328,
+        packet_pacing_caps: 332,
+        raw_packet_caps: 344,
+        tm_caps: 348,
+        cq_mod_caps: 368,
+        max_dm_size: 376,
+        pci_atomic_caps: 384,
+        xrc_odp_caps: 392,
+        phys_port_cnt_ex: 396,
+    });
+    assert_layout!(errs, ibv::PortAttr, size 52, align 4 {
+        state: 0,
+        max_mtu: 4,
+        active_mtu: 8,
+        gid_tbl_len: 12,
+        port_cap_flags: 16,
+        max_msg_sz: 20,
+        bad_pkey_cntr: 24,
+        qkey_viol_cntr: 28,
+        pkey_tbl_len: 32,
+        lid: 34,
+        sm_lid: 36,
+        lmc: 38,
+        max_vl_num: 39,
+        sm_sl: 40,
+        subnet_timeout: 41,
+        init_type_reply: 42,
+        active_width: 43,
+        active_speed: 44,
+        phys_state: 45,
+        link_layer: 46,
+        flags: 47,
+        port_cap_flags2: 48,
+    });
+    assert_layout!(errs, ibv::QueryDeviceExInput, size 4, align 4 {
+        comp_mask: 0,
+    });
+    assert_layout!(errs, ibv::GetContext, size 16, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::QueryPort, size 24, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// Private `driver.h` structures and `struct verbs_context`.
+#[test]
+fn verbs_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, verbs::Context, size 648, align 8 {
+        query_port: 0,
+        advise_mr: 8,
+        alloc_null_mr: 16,
+        read_counters: 24,
+        attach_counters_point_flow: 32,
+        create_counters: 40,
+        destroy_counters: 48,
+        reg_dm_mr: 56,
+        alloc_dm: 64,
+        free_dm: 72,
+        modify_flow_action_esp: 80,
+        destroy_flow_action: 88,
+        create_flow_action_esp: 96,
+        modify_qp_rate_limit: 104,
+        alloc_parent_domain: 112,
+        dealloc_td: 120,
+        alloc_td: 128,
+        modify_cq: 136,
+        post_srq_ops: 144,
+        destroy_rwq_ind_table: 152,
+        create_rwq_ind_table: 160,
+        destroy_wq: 168,
+        modify_wq: 176,
+        create_wq: 184,
+        query_rt_values: 192,
+        create_cq_ex: 200,
+        priv_: 208,
+        query_device_ex: 216,
+        ibv_destroy_flow: 224,
+        abi_placeholder2: 232,
+        ibv_create_flow: 240,
+        abi_placeholder1: 248,
+        open_qp: 256,
+        create_qp_ex: 264,
+        get_srq_num: 272,
+        create_srq_ex: 280,
+        open_xrcd: 288,
+        close_xrcd: 296,
+        _abi_placeholder3: 304,
+        sz: 312,
+        context: 320,
+    });
+    assert_layout!(errs, verbs::ListNode, size 16, align 8 {
+        next: 0,
+        prev: 8,
+    });
+    assert_layout!(errs, verbs::MatchEnt, size 24, align 8 {
+        driver_data: 0,
+        u: 8,
+        vendor: 16,
+        device: 18,
+        kind: 20,
+    });
+    assert_layout!(errs, verbs::SysfsDev, size 992, align 8 {
+        entry: 0,
+        provider_data: 16,
+        match_: 24,
+        flags: 32,
+        sysfs_name: 36,
+        sysfs_cdev: 104,
+        ibdev_name: 112,
+        ibdev_path: 176,
+        modalias: 432,
+        node_guid: 944,
+        driver_id: 952,
+        node_type: 956,
+        ibdev_idx: 960,
+        num_ports: 964,
+        abi_ver: 968,
+        time_created: 976,
+    });
+    assert_layout!(errs, verbs::DeviceOps, size 72, align 8 {
+        name: 0,
+        match_min_abi_version: 8,
+        match_max_abi_version: 12,
+        match_table: 16,
+        static_providers: 24,
+        match_device: 32,
+        alloc_context: 40,
+        import_context: 48,
+        alloc_device: 56,
+        uninit_device: 64,
+    });
+    assert_layout!(errs, verbs::Device, size 712, align 8 {
+        device: 0,
+        ops: 664,
+        refcount: 672,
+        entry: 680,
+        sysfs: 696,
+        core_support: 704,
+    });
+    assert_layout!(errs, verbs::ContextOps, size 608, align 8 {
+        advise_mr: 0,
+        free_context: 312,
+        query_device_ex: 464,
+        query_port: 480,
+        unimport_pd: 600,
+        alloc_dm: 8,
+        alloc_mw: 16,
+        alloc_null_mr: 24,
+        alloc_parent_domain: 32,
+        alloc_pd: 40,
+        alloc_td: 48,
+        async_event: 56,
+        attach_counters_point_flow: 64,
+        attach_mcast: 72,
+        bind_mw: 80,
+        close_xrcd: 88,
+        cq_event: 96,
+        create_ah: 104,
+        create_counters: 112,
+        create_cq: 120,
+        create_cq_ex: 128,
+        create_flow: 136,
+        create_flow_action_esp: 144,
+        create_qp: 152,
+        create_qp_ex: 160,
+        create_rwq_ind_table: 168,
+        create_srq: 176,
+        create_srq_ex: 184,
+        create_wq: 192,
+        dealloc_mw: 200,
+        dealloc_pd: 208,
+        dealloc_td: 216,
+        dereg_mr: 224,
+        destroy_ah: 232,
+        destroy_counters: 240,
+        destroy_cq: 248,
+        destroy_flow: 256,
+        destroy_flow_action: 264,
+        destroy_qp: 272,
+        destroy_rwq_ind_table: 280,
+        destroy_srq: 288,
+        destroy_wq: 296,
+        detach_mcast: 304,
+        free_dm: 320,
+        get_srq_num: 328,
+        import_dm: 336,
+        import_mr: 344,
+        import_pd: 352,
+        modify_cq: 360,
+        modify_flow_action_esp: 368,
+        modify_qp: 376,
+        modify_qp_rate_limit: 384,
+        modify_srq: 392,
+        modify_wq: 400,
+        open_qp: 408,
+        open_xrcd: 416,
+        poll_cq: 424,
+        post_recv: 432,
+        post_send: 440,
+        post_srq_ops: 448,
+        post_srq_recv: 456,
+        query_ece: 472,
+        query_qp: 488,
+        query_qp_data_in_order: 496,
+        query_rt_values: 504,
+        query_srq: 512,
+        read_counters: 520,
+        reg_dm_mr: 528,
+        reg_dmabuf_mr: 536,
+        reg_mr: 544,
+        req_notify_cq: 552,
+        rereg_mr: 560,
+        resize_cq: 568,
+        set_ece: 576,
+        unimport_dm: 584,
+        unimport_mr: 592,
+    });
+    assert_layout!(errs, verbs::Timespec, size 16, align 8 {
+    });
+    assert_layout!(errs, verbs::MatchEntU, size 8, align 8 {
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// Kernel `ib_user_verbs.h` structures.
+#[test]
+fn uverbs_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, uverbs::CmdHdr, size 8, align 4 {
+        command: 0,
+        in_words: 4,
+        out_words: 6,
+    });
+    assert_layout!(errs, uverbs::GetContext, size 8, align 8 {
+        response: 0,
+    });
+    assert_layout!(errs, uverbs::GetContextResp, size 8, align 8 {
+        async_fd: 0,
+        num_comp_vectors: 4,
+    });
+    assert_layout!(errs, uverbs::QueryPort, size 16, align 8 {
+        response: 0,
+        port_num: 8,
+        reserved: 9,
+    });
+    assert_layout!(errs, uverbs::QueryDeviceResp, size 176, align 8 {
+        fw_ver: 0,
+        node_guid: 8,
+        sys_image_guid: 16,
+        max_mr_size: 24,
+        page_size_cap: 32,
+        vendor_id: 40,
+        vendor_part_id: 44,
+        hw_ver: 48,
+        max_qp: 52,
+        max_qp_wr: 56,
+        device_cap_flags: 60,
+        max_sge: 64,
+        max_sge_rd: 68,
+        max_cq: 72,
+        max_cqe: 76,
+        max_mr: 80,
+        max_pd: 84,
+        max_qp_rd_atom: 88,
+        max_ee_rd_atom: 92,
+        max_res_rd_atom: 96,
+        max_qp_init_rd_atom: 100,
+        max_ee_init_rd_atom: 104,
+        atomic_cap: 108,
+        max_ee: 112,
+        max_rdd: 116,
+        max_mw: 120,
+        max_raw_ipv6_qp: 124,
+        max_raw_ethy_qp: 128,
+        max_mcast_grp: 132,
+        max_mcast_qp_attach: 136,
+        max_total_mcast_qp_attach: 140,
+        max_ah: 144,
+        max_fmr: 148,
+        max_map_per_fmr: 152,
+        max_srq: 156,
+        max_srq_wr: 160,
+        max_srq_sge: 164,
+        max_pkeys: 168,
+        local_ca_ack_delay: 170,
+        phys_port_cnt: 171,
+        reserved: 172,
+    });
+    assert_layout!(errs, uverbs::OdpCaps, size 24, align 8 {
+        general_caps: 0,
+        per_transport_caps: 8,
+        reserved: 20,
+        per_transport_caps.rc_odp_caps: 8,
+        per_transport_caps.uc_odp_caps: 12,
+        per_transport_caps.ud_odp_caps: 16,
+    });
+    assert_layout!(errs, uverbs::RssCaps, size 16, align 4 {
+        supported_qpts: 0,
+        max_rwq_indirection_tables: 4,
+        max_rwq_indirection_table_size: 8,
+        reserved: 12,
+    });
+    assert_layout!(errs, uverbs::TmCaps, size 24, align 4 {
+        max_rndv_hdr_size: 0,
+        max_num_tags: 4,
+        flags: 8,
+        max_ops: 12,
+        max_sge: 16,
+        reserved: 20,
+    });
+    assert_layout!(errs, uverbs::CqModerationCaps, size 8, align 4 {
+        max_cq_moderation_count: 0,
+        max_cq_moderation_period: 2,
+        reserved: 4,
+    });
+    assert_layout!(errs, uverbs::ExQueryDeviceResp, size 304, align 8 {
+        base: 0,
+        comp_mask: 176,
+        response_length: 180,
+        odp_caps: 184,
+        timestamp_mask: 208,
+        hca_core_clock: 216,
+        device_cap_flags_ex: 224,
+        rss_caps: 232,
+        max_wq_type_rq: 248,
+        raw_packet_caps: 252,
+        tm_caps: 256,
+        cq_moderation_caps: 280,
+        max_dm_size: 288,
+        xrc_odp_caps: 296,
+        reserved: 300,
+    });
+    assert_layout!(errs, uverbs::OdpPerTransportCaps, size 12, align 4 {
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Kernel uverbs structures from `rdma/ib_user_verbs.h`, and the driver id
+//! from `rdma/ib_user_ioctl_verbs.h`.
+//!
+//! Flexible `driver_data[]` tails are left out: they add no size, and the
+//! 8-byte alignment they give the C struct is restated with `align(8)`.
+
+/// `RDMA_DRIVER_UNKNOWN` of `enum rdma_driver_id`. The kernel's enum has no
+/// roxe entry, so roxe devices register with this id.
+pub const RDMA_DRIVER_UNKNOWN: u32 = 0;
+
+/// `struct ib_uverbs_cmd_hdr`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CmdHdr {
+    /// `command`.
+    pub command: u32,
+    /// `in_words`.
+    pub in_words: u16,
+    /// `out_words`.
+    pub out_words: u16,
+}
+
+/// `struct ib_uverbs_get_context`.
+#[repr(C)]
+#[derive(Default)]
+pub struct GetContext {
+    /// `response`.
+    pub response: u64,
+}
+
+/// `struct ib_uverbs_get_context_resp`.
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct GetContextResp {
+    /// `async_fd`.
+    pub async_fd: u32,
+    /// `num_comp_vectors`.
+    pub num_comp_vectors: u32,
+}
+
+/// `struct ib_uverbs_query_port`.
+#[repr(C)]
+#[derive(Default)]
+pub struct QueryPort {
+    /// `response`.
+    pub response: u64,
+    /// `port_num`.
+    pub port_num: u8,
+    /// `reserved`.
+    pub reserved: [u8; 7],
+}
+
+/// `struct ib_uverbs_query_device_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct QueryDeviceResp {
+    /// `fw_ver`: the device's raw 64-bit firmware version.
+    pub fw_ver: u64,
+    /// `node_guid` (big endian).
+    pub node_guid: u64,
+    /// `sys_image_guid` (big endian).
+    pub sys_image_guid: u64,
+    /// `max_mr_size`.
+    pub max_mr_size: u64,
+    /// `page_size_cap`.
+    pub page_size_cap: u64,
+    /// `vendor_id`.
+    pub vendor_id: u32,
+    /// `vendor_part_id`.
+    pub vendor_part_id: u32,
+    /// `hw_ver`.
+    pub hw_ver: u32,
+    /// `max_qp`.
+    pub max_qp: u32,
+    /// `max_qp_wr`.
+    pub max_qp_wr: u32,
+    /// `device_cap_flags`.
+    pub device_cap_flags: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `max_sge_rd`.
+    pub max_sge_rd: u32,
+    /// `max_cq`.
+    pub max_cq: u32,
+    /// `max_cqe`.
+    pub max_cqe: u32,
+    /// `max_mr`.
+    pub max_mr: u32,
+    /// `max_pd`.
+    pub max_pd: u32,
+    /// `max_qp_rd_atom`.
+    pub max_qp_rd_atom: u32,
+    /// `max_ee_rd_atom`.
+    pub max_ee_rd_atom: u32,
+    /// `max_res_rd_atom`.
+    pub max_res_rd_atom: u32,
+    /// `max_qp_init_rd_atom`.
+    pub max_qp_init_rd_atom: u32,
+    /// `max_ee_init_rd_atom`.
+    pub max_ee_init_rd_atom: u32,
+    /// `atomic_cap`.
+    pub atomic_cap: u32,
+    /// `max_ee`.
+    pub max_ee: u32,
+    /// `max_rdd`.
+    pub max_rdd: u32,
+    /// `max_mw`.
+    pub max_mw: u32,
+    /// `max_raw_ipv6_qp`.
+    pub max_raw_ipv6_qp: u32,
+    /// `max_raw_ethy_qp`.
+    pub max_raw_ethy_qp: u32,
+    /// `max_mcast_grp`.
+    pub max_mcast_grp: u32,
+    /// `max_mcast_qp_attach`.
+    pub max_mcast_qp_attach: u32,
+    /// `max_total_mcast_qp_attach`.
+    pub max_total_mcast_qp_attach: u32,
+    /// `max_ah`.
+    pub max_ah: u32,
+    /// `max_fmr`.
+    pub max_fmr: u32,
+    /// `max_map_per_fmr`.
+    pub max_map_per_fmr: u32,
+    /// `max_srq`.
+    pub max_srq: u32,
+    /// `max_srq_wr`.
+    pub max_srq_wr: u32,
+    /// `max_srq_sge`.
+    pub max_srq_sge: u32,
+    /// `max_pkeys`.
+    pub max_pkeys: u16,
+    /// `local_ca_ack_delay`.
+    pub local_ca_ack_delay: u8,
+    /// `phys_port_cnt`.
+    pub phys_port_cnt: u8,
+    /// `reserved`.
+    pub reserved: [u8; 4],
+}
+
+/// The anonymous `per_transport_caps` member of `struct ib_uverbs_odp_caps`.
+#[repr(C)]
+#[derive(Default)]
+pub struct OdpPerTransportCaps {
+    /// `rc_odp_caps`.
+    pub rc_odp_caps: u32,
+    /// `uc_odp_caps`.
+    pub uc_odp_caps: u32,
+    /// `ud_odp_caps`.
+    pub ud_odp_caps: u32,
+}
+
+/// `struct ib_uverbs_odp_caps`.
+#[repr(C)]
+#[derive(Default)]
+pub struct OdpCaps {
+    /// `general_caps`.
+    pub general_caps: u64,
+    /// `per_transport_caps`.
+    pub per_transport_caps: OdpPerTransportCaps,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_rss_caps`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RssCaps {
+    /// `supported_qpts`.
+    pub supported_qpts: u32,
+    /// `max_rwq_indirection_tables`.
+    pub max_rwq_indirection_tables: u32,
+    /// `max_rwq_indirection_table_size`.
+    pub max_rwq_indirection_table_size: u32,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_tm_caps`.
+#[repr(C)]
+#[derive(Default)]
+pub struct TmCaps {
+    /// `max_rndv_hdr_size`.
+    pub max_rndv_hdr_size: u32,
+    /// `max_num_tags`.
+    pub max_num_tags: u32,
+    /// `flags`.
+    pub flags: u32,
+    /// `max_ops`.
+    pub max_ops: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_cq_moderation_caps`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CqModerationCaps {
+    /// `max_cq_moderation_count`.
+    pub max_cq_moderation_count: u16,
+    /// `max_cq_moderation_period`.
+    pub max_cq_moderation_period: u16,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_ex_query_device_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExQueryDeviceResp {
+    /// `base`.
+    pub base: QueryDeviceResp,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `response_length`: how many bytes the kernel wrote.
+    pub response_length: u32,
+    /// `odp_caps`.
+    pub odp_caps: OdpCaps,
+    /// `timestamp_mask`.
+    pub timestamp_mask: u64,
+    /// `hca_core_clock` (kHz).
+    pub hca_core_clock: u64,
+    /// `device_cap_flags_ex`.
+    pub device_cap_flags_ex: u64,
+    /// `rss_caps`.
+    pub rss_caps: RssCaps,
+    /// `max_wq_type_rq`.
+    pub max_wq_type_rq: u32,
+    /// `raw_packet_caps`.
+    pub raw_packet_caps: u32,
+    /// `tm_caps`.
+    pub tm_caps: TmCaps,
+    /// `cq_moderation_caps`.
+    pub cq_moderation_caps: CqModerationCaps,
+    /// `max_dm_size`.
+    pub max_dm_size: u64,
+    /// `xrc_odp_caps`.
+    pub xrc_odp_caps: u32,
+    /// `reserved`.
+    pub reserved: u32,
+}

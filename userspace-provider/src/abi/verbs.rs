@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Provider structures from the private `libibverbs/driver.h`, and
+//! `struct verbs_context` from `verbs.h`.
+//!
+//! rdma-core says of `verbs_device_ops`, `verbs_device` and
+//! `verbs_context_ops`: "Must change the PRIVATE IBVERBS_PRIVATE_ symbol if
+//! this is changed". A provider built for `IBVERBS_PRIVATE_34` can rely on
+//! these layouts for every libibverbs that exports that version.
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::sync::atomic::AtomicI32;
+
+use super::OpaqueFn;
+use super::ibv;
+
+/// `struct list_node` from ccan's `list.h`.
+#[repr(C)]
+pub struct ListNode {
+    /// `next`.
+    pub next: *mut ListNode,
+    /// `prev`.
+    pub prev: *mut ListNode,
+}
+
+/// `VERBS_MATCH_SENTINEL`: ends a match table.
+pub const MATCH_SENTINEL: u8 = 0;
+
+/// The anonymous union `u` of `struct verbs_match_ent`.
+#[repr(C)]
+pub union MatchEntU {
+    /// `modalias`: an `fnmatch` pattern, for `VERBS_MATCH_MODALIAS`.
+    pub modalias: *const c_char,
+    /// `driver_id`, for `VERBS_MATCH_DRIVER_ID`.
+    pub driver_id: u64,
+}
+
+/// `struct verbs_match_ent`: one entry of a provider's match table.
+#[repr(C)]
+pub struct MatchEnt {
+    /// `driver_data`.
+    pub driver_data: *mut c_void,
+    /// `u`.
+    pub u: MatchEntU,
+    /// `vendor`, for `VERBS_MATCH_PCI`.
+    pub vendor: u16,
+    /// `device`, for `VERBS_MATCH_PCI`.
+    pub device: u16,
+    /// `kind`: one of the `VERBS_MATCH_*` values.
+    pub kind: u8,
+}
+
+impl MatchEnt {
+    /// The all-zero entry that terminates a match table (`{}` in C).
+    pub const SENTINEL: Self = Self {
+        driver_data: core::ptr::null_mut(),
+        u: MatchEntU { driver_id: 0 },
+        vendor: 0,
+        device: 0,
+        kind: MATCH_SENTINEL,
+    };
+}
+
+/// glibc's `struct timespec` on x86_64.
+#[repr(C)]
+pub struct Timespec {
+    /// `tv_sec`.
+    pub tv_sec: i64,
+    /// `tv_nsec`.
+    pub tv_nsec: i64,
+}
+
+/// `struct verbs_sysfs_dev`: an RDMA device libibverbs found, before a
+/// provider claims it.
+#[repr(C)]
+pub struct SysfsDev {
+    /// `entry`.
+    pub entry: ListNode,
+    /// `provider_data`.
+    pub provider_data: *mut c_void,
+    /// `match`: the match-table entry that matched, or NULL.
+    pub match_: *const MatchEnt,
+    /// `flags` (`VSYSFS_READ_*`).
+    pub flags: c_uint,
+    /// `sysfs_name`: the uverbs device name, for example `uverbs0`.
+    pub sysfs_name: [c_char; ibv::SYSFS_NAME_MAX],
+    /// `sysfs_cdev` (`dev_t`).
+    pub sysfs_cdev: u64,
+    /// `ibdev_name`: the kernel's IB device name, for example `roxe0`.
+    pub ibdev_name: [c_char; ibv::SYSFS_NAME_MAX],
+    /// `ibdev_path`: `<sysfs>/class/infiniband/<ibdev_name>`, NUL-terminated.
+    pub ibdev_path: [c_char; ibv::SYSFS_PATH_MAX],
+    /// `modalias`.
+    pub modalias: [c_char; 512],
+    /// `node_guid`.
+    pub node_guid: u64,
+    /// `driver_id`: the kernel's `enum rdma_driver_id`, from netlink; always
+    /// `RDMA_DRIVER_UNKNOWN` when libibverbs fell back to scanning sysfs.
+    pub driver_id: u32,
+    /// `node_type` (`enum ibv_node_type`).
+    pub node_type: c_int,
+    /// `ibdev_idx`.
+    pub ibdev_idx: c_int,
+    /// `num_ports`.
+    pub num_ports: u32,
+    /// `abi_ver`: the device's uverbs ABI version (`ib_device_ops.uverbs_abi_ver`).
+    pub abi_ver: u32,
+    /// `time_created`.
+    pub time_created: Timespec,
+}
+
+/// `struct verbs_device_ops`: what a provider registers with
+/// `verbs_register_driver_34`.
+#[repr(C)]
+pub struct DeviceOps {
+    /// `name`.
+    pub name: *const c_char,
+    /// `match_min_abi_version`.
+    pub match_min_abi_version: u32,
+    /// `match_max_abi_version`.
+    pub match_max_abi_version: u32,
+    /// `match_table`: must not be NULL (see `ffi`), may hold only the sentinel.
+    pub match_table: *const MatchEnt,
+    /// `static_providers`.
+    pub static_providers: *const *const DeviceOps,
+    /// `match_device`.
+    pub match_device: Option<unsafe extern "C" fn(sysfs_dev: *mut SysfsDev) -> bool>,
+    /// `alloc_context`.
+    pub alloc_context: Option<
+        unsafe extern "C" fn(
+            device: *mut ibv::Device,
+            cmd_fd: c_int,
+            private_data: *mut c_void,
+        ) -> *mut Context,
+    >,
+    /// `import_context`.
+    pub import_context:
+        Option<unsafe extern "C" fn(device: *mut ibv::Device, cmd_fd: c_int) -> *mut Context>,
+    /// `alloc_device`.
+    pub alloc_device: Option<unsafe extern "C" fn(sysfs_dev: *mut SysfsDev) -> *mut Device>,
+    /// `uninit_device`.
+    pub uninit_device: Option<unsafe extern "C" fn(device: *mut Device)>,
+}
+
+/// `struct verbs_device`: a provider's device; `ibv_device` comes first.
+#[repr(C)]
+pub struct Device {
+    /// `device`.
+    pub device: ibv::Device,
+    /// `ops`.
+    pub ops: *const DeviceOps,
+    /// `refcount` (`atomic_int`).
+    pub refcount: AtomicI32,
+    /// `entry`.
+    pub entry: ListNode,
+    /// `sysfs`.
+    pub sysfs: *mut SysfsDev,
+    /// `core_support`.
+    pub core_support: u64,
+}
+
+/// Declares `struct verbs_context_ops` and its all-NULL value.
+macro_rules! context_ops {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty,)*) => {
+        /// `struct verbs_context_ops`: every op a provider can implement.
+        ///
+        /// `verbs_set_ops` copies only the non-NULL entries. An op left NULL
+        /// keeps libibverbs' dummy from `verbs_dummy_ops`, which fails with
+        /// `EOPNOTSUPP` (or does nothing, for the `void` ones).
+        #[repr(C)]
+        pub struct ContextOps {
+            $($(#[$doc])* pub $name: $ty,)*
+        }
+
+        impl ContextOps {
+            /// The table with every op NULL.
+            pub const EMPTY: Self = Self { $($name: None,)* };
+        }
+    };
+}
+
+context_ops! {
+    /// `advise_mr`.
+    advise_mr: OpaqueFn,
+    /// `alloc_dm`.
+    alloc_dm: OpaqueFn,
+    /// `alloc_mw`.
+    alloc_mw: OpaqueFn,
+    /// `alloc_null_mr`.
+    alloc_null_mr: OpaqueFn,
+    /// `alloc_parent_domain`.
+    alloc_parent_domain: OpaqueFn,
+    /// `alloc_pd`.
+    alloc_pd: OpaqueFn,
+    /// `alloc_td`.
+    alloc_td: OpaqueFn,
+    /// `async_event`.
+    async_event: OpaqueFn,
+    /// `attach_counters_point_flow`.
+    attach_counters_point_flow: OpaqueFn,
+    /// `attach_mcast`.
+    attach_mcast: OpaqueFn,
+    /// `bind_mw`.
+    bind_mw: OpaqueFn,
+    /// `close_xrcd`.
+    close_xrcd: OpaqueFn,
+    /// `cq_event`.
+    cq_event: OpaqueFn,
+    /// `create_ah`.
+    create_ah: OpaqueFn,
+    /// `create_counters`.
+    create_counters: OpaqueFn,
+    /// `create_cq`.
+    create_cq: OpaqueFn,
+    /// `create_cq_ex`.
+    create_cq_ex: OpaqueFn,
+    /// `create_flow`.
+    create_flow: OpaqueFn,
+    /// `create_flow_action_esp`.
+    create_flow_action_esp: OpaqueFn,
+    /// `create_qp`.
+    create_qp: OpaqueFn,
+    /// `create_qp_ex`.
+    create_qp_ex: OpaqueFn,
+    /// `create_rwq_ind_table`.
+    create_rwq_ind_table: OpaqueFn,
+    /// `create_srq`.
+    create_srq: OpaqueFn,
+    /// `create_srq_ex`.
+    create_srq_ex: OpaqueFn,
+    /// `create_wq`.
+    create_wq: OpaqueFn,
+    /// `dealloc_mw`.
+    dealloc_mw: OpaqueFn,
+    /// `dealloc_pd`.
+    dealloc_pd: OpaqueFn,
+    /// `dealloc_td`.
+    dealloc_td: OpaqueFn,
+    /// `dereg_mr`.
+    dereg_mr: OpaqueFn,
+    /// `destroy_ah`.
+    destroy_ah: OpaqueFn,
+    /// `destroy_counters`.
+    destroy_counters: OpaqueFn,
+    /// `destroy_cq`.
+    destroy_cq: OpaqueFn,
+    /// `destroy_flow`.
+    destroy_flow: OpaqueFn,
+    /// `destroy_flow_action`.
+    destroy_flow_action: OpaqueFn,
+    /// `destroy_qp`.
+    destroy_qp: OpaqueFn,
+    /// `destroy_rwq_ind_table`.
+    destroy_rwq_ind_table: OpaqueFn,
+    /// `destroy_srq`.
+    destroy_srq: OpaqueFn,
+    /// `destroy_wq`.
+    destroy_wq: OpaqueFn,
+    /// `detach_mcast`.
+    detach_mcast: OpaqueFn,
+    /// `free_context`: releases everything `alloc_context` made. libibverbs'
+    /// dummy does nothing, so a provider must set it or leak the context.
+    free_context: Option<unsafe extern "C" fn(context: *mut ibv::Context)>,
+    /// `free_dm`.
+    free_dm: OpaqueFn,
+    /// `get_srq_num`.
+    get_srq_num: OpaqueFn,
+    /// `import_dm`.
+    import_dm: OpaqueFn,
+    /// `import_mr`.
+    import_mr: OpaqueFn,
+    /// `import_pd`.
+    import_pd: OpaqueFn,
+    /// `modify_cq`.
+    modify_cq: OpaqueFn,
+    /// `modify_flow_action_esp`.
+    modify_flow_action_esp: OpaqueFn,
+    /// `modify_qp`.
+    modify_qp: OpaqueFn,
+    /// `modify_qp_rate_limit`.
+    modify_qp_rate_limit: OpaqueFn,
+    /// `modify_srq`.
+    modify_srq: OpaqueFn,
+    /// `modify_wq`.
+    modify_wq: OpaqueFn,
+    /// `open_qp`.
+    open_qp: OpaqueFn,
+    /// `open_xrcd`.
+    open_xrcd: OpaqueFn,
+    /// `poll_cq`.
+    poll_cq: OpaqueFn,
+    /// `post_recv`.
+    post_recv: OpaqueFn,
+    /// `post_send`.
+    post_send: OpaqueFn,
+    /// `post_srq_ops`.
+    post_srq_ops: OpaqueFn,
+    /// `post_srq_recv`.
+    post_srq_recv: OpaqueFn,
+    /// `query_device_ex`: returns 0 or a positive errno.
+    query_device_ex: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            input: *const ibv::QueryDeviceExInput,
+            attr: *mut ibv::DeviceAttrEx,
+            attr_size: usize,
+        ) -> c_int,
+    >,
+    /// `query_ece`.
+    query_ece: OpaqueFn,
+    /// `query_port`: returns 0 or a positive errno.
+    query_port: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            port_num: u8,
+            port_attr: *mut ibv::PortAttr,
+        ) -> c_int,
+    >,
+    /// `query_qp`.
+    query_qp: OpaqueFn,
+    /// `query_qp_data_in_order`.
+    query_qp_data_in_order: OpaqueFn,
+    /// `query_rt_values`.
+    query_rt_values: OpaqueFn,
+    /// `query_srq`.
+    query_srq: OpaqueFn,
+    /// `read_counters`.
+    read_counters: OpaqueFn,
+    /// `reg_dm_mr`.
+    reg_dm_mr: OpaqueFn,
+    /// `reg_dmabuf_mr`.
+    reg_dmabuf_mr: OpaqueFn,
+    /// `reg_mr`.
+    reg_mr: OpaqueFn,
+    /// `req_notify_cq`.
+    req_notify_cq: OpaqueFn,
+    /// `rereg_mr`.
+    rereg_mr: OpaqueFn,
+    /// `resize_cq`.
+    resize_cq: OpaqueFn,
+    /// `set_ece`.
+    set_ece: OpaqueFn,
+    /// `unimport_dm`.
+    unimport_dm: OpaqueFn,
+    /// `unimport_mr`.
+    unimport_mr: OpaqueFn,
+    /// `unimport_pd`.
+    unimport_pd: OpaqueFn,
+}
+
+/// `struct verbs_context` (public `verbs.h`): libibverbs' extended context.
+///
+/// libibverbs owns every field; a provider embeds it in its own context and
+/// hands it to `_verbs_init_and_alloc_context`, `verbs_set_ops` and
+/// `verbs_uninit_context`.
+#[repr(C)]
+pub struct Context {
+    /// `query_port`.
+    pub query_port: OpaqueFn,
+    /// `advise_mr`.
+    pub advise_mr: OpaqueFn,
+    /// `alloc_null_mr`.
+    pub alloc_null_mr: OpaqueFn,
+    /// `read_counters`.
+    pub read_counters: OpaqueFn,
+    /// `attach_counters_point_flow`.
+    pub attach_counters_point_flow: OpaqueFn,
+    /// `create_counters`.
+    pub create_counters: OpaqueFn,
+    /// `destroy_counters`.
+    pub destroy_counters: OpaqueFn,
+    /// `reg_dm_mr`.
+    pub reg_dm_mr: OpaqueFn,
+    /// `alloc_dm`.
+    pub alloc_dm: OpaqueFn,
+    /// `free_dm`.
+    pub free_dm: OpaqueFn,
+    /// `modify_flow_action_esp`.
+    pub modify_flow_action_esp: OpaqueFn,
+    /// `destroy_flow_action`.
+    pub destroy_flow_action: OpaqueFn,
+    /// `create_flow_action_esp`.
+    pub create_flow_action_esp: OpaqueFn,
+    /// `modify_qp_rate_limit`.
+    pub modify_qp_rate_limit: OpaqueFn,
+    /// `alloc_parent_domain`.
+    pub alloc_parent_domain: OpaqueFn,
+    /// `dealloc_td`.
+    pub dealloc_td: OpaqueFn,
+    /// `alloc_td`.
+    pub alloc_td: OpaqueFn,
+    /// `modify_cq`.
+    pub modify_cq: OpaqueFn,
+    /// `post_srq_ops`.
+    pub post_srq_ops: OpaqueFn,
+    /// `destroy_rwq_ind_table`.
+    pub destroy_rwq_ind_table: OpaqueFn,
+    /// `create_rwq_ind_table`.
+    pub create_rwq_ind_table: OpaqueFn,
+    /// `destroy_wq`.
+    pub destroy_wq: OpaqueFn,
+    /// `modify_wq`.
+    pub modify_wq: OpaqueFn,
+    /// `create_wq`.
+    pub create_wq: OpaqueFn,
+    /// `query_rt_values`.
+    pub query_rt_values: OpaqueFn,
+    /// `create_cq_ex`.
+    pub create_cq_ex: OpaqueFn,
+    /// `priv`: libibverbs' private `struct verbs_ex_private`.
+    pub priv_: *mut c_void,
+    /// `query_device_ex`.
+    pub query_device_ex: OpaqueFn,
+    /// `ibv_destroy_flow`.
+    pub ibv_destroy_flow: OpaqueFn,
+    /// `ABI_placeholder2`.
+    pub abi_placeholder2: OpaqueFn,
+    /// `ibv_create_flow`.
+    pub ibv_create_flow: OpaqueFn,
+    /// `ABI_placeholder1`.
+    pub abi_placeholder1: OpaqueFn,
+    /// `open_qp`.
+    pub open_qp: OpaqueFn,
+    /// `create_qp_ex`.
+    pub create_qp_ex: OpaqueFn,
+    /// `get_srq_num`.
+    pub get_srq_num: OpaqueFn,
+    /// `create_srq_ex`.
+    pub create_srq_ex: OpaqueFn,
+    /// `open_xrcd`.
+    pub open_xrcd: OpaqueFn,
+    /// `close_xrcd`.
+    pub close_xrcd: OpaqueFn,
+    /// `_ABI_placeholder3`.
+    pub _abi_placeholder3: u64,
+    /// `sz`: must come immediately before `context`.
+    pub sz: usize,
+    /// `context`: must be the last field.
+    pub context: ibv::Context,
+}

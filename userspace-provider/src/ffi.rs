@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The C boundary: libibverbs' provider entry points, the callbacks
+//! libibverbs calls, and the constructor that registers the provider.
+//!
+//! This is the only module with `unsafe` code. The callbacks check what they
+//! can and hand the real work to the safe modules.
+//!
+//! The contracts quoted in the `SAFETY` comments are those of rdma-core
+//! v44.0: `libibverbs/init.c` (`try_driver`, `match_device`,
+//! `ibverbs_device_put`), `libibverbs/device.c` (`verbs_open_device`,
+//! `_verbs_init_and_alloc_context`, `verbs_uninit_context`,
+//! `ibv_close_device`), `libibverbs/cmd_device.c` and `libibverbs/verbs.c`.
+
+use core::ffi::{CStr, c_char, c_int, c_void};
+use core::mem::{offset_of, size_of, size_of_val};
+use core::ptr;
+
+use crate::abi::{ibv, uverbs, verbs};
+use crate::context::Context;
+use crate::device::Device;
+use crate::{attr, matching};
+
+#[link(name = "ibverbs")]
+unsafe extern "C" {
+    // All of these carry the symbol version IBVERBS_PRIVATE_34.
+    fn verbs_register_driver_34(ops: *const verbs::DeviceOps);
+    fn _verbs_init_and_alloc_context(
+        device: *mut ibv::Device,
+        cmd_fd: c_int,
+        alloc_size: usize,
+        context_offset: *mut verbs::Context,
+        driver_id: u32,
+    ) -> *mut c_void;
+    fn verbs_uninit_context(context: *mut verbs::Context);
+    fn verbs_set_ops(vctx: *mut verbs::Context, ops: *const verbs::ContextOps);
+    fn ibv_cmd_get_context(
+        context: *mut verbs::Context,
+        cmd: *mut ibv::GetContext,
+        cmd_size: usize,
+        resp: *mut uverbs::GetContextResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_query_device_any(
+        context: *mut ibv::Context,
+        input: *const ibv::QueryDeviceExInput,
+        attr: *mut ibv::DeviceAttrEx,
+        attr_size: usize,
+        resp: *mut uverbs::ExQueryDeviceResp,
+        resp_size: *mut usize,
+    ) -> c_int;
+    fn ibv_cmd_query_port(
+        context: *mut ibv::Context,
+        port_num: u8,
+        port_attr: *mut ibv::PortAttr,
+        cmd: *mut ibv::QueryPort,
+        cmd_size: usize,
+    ) -> c_int;
+}
+
+// glibc.
+unsafe extern "C" {
+    fn calloc(nmemb: usize, size: usize) -> *mut c_void;
+    fn free(ptr: *mut c_void);
+    fn __errno_location() -> *mut c_int;
+}
+
+/// `EIO`, for a failing libibverbs call that did not say why.
+const EIO: c_int = 5;
+
+/// A `static` table of raw pointers.
+#[repr(transparent)]
+struct Table<T>(T);
+
+// SAFETY: `Table` wraps only the two statics below. They are never written,
+// and their pointers lead to other immutable statics (a C string literal and
+// `MATCH_TABLE`), so sharing them between threads cannot race.
+unsafe impl<T> Sync for Table<T> {}
+
+/// roxe's match table: only the sentinel.
+///
+/// It must not be NULL: when a device has a real driver id, libibverbs'
+/// `try_drivers` calls `match_driver_id` for every provider, and that walks
+/// `match_table` without a NULL check. An empty table matches nothing, so
+/// the decision falls to `match_device`.
+static MATCH_TABLE: Table<[verbs::MatchEnt; 1]> = Table([verbs::MatchEnt::SENTINEL]);
+
+/// The provider, as registered with libibverbs.
+static DEVICE_OPS: Table<verbs::DeviceOps> = Table(verbs::DeviceOps {
+    name: c"roxe".as_ptr(),
+    match_min_abi_version: matching::MIN_ABI_VERSION,
+    match_max_abi_version: matching::MAX_ABI_VERSION,
+    match_table: (&raw const MATCH_TABLE.0).cast(),
+    static_providers: ptr::null(),
+    match_device: Some(match_device),
+    alloc_context: Some(alloc_context),
+    import_context: None,
+    alloc_device: Some(alloc_device),
+    uninit_device: Some(uninit_device),
+});
+
+/// The context ops roxe implements; `verbs_set_ops` skips the NULL rest.
+static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
+    free_context: Some(free_context),
+    query_device_ex: Some(query_device_ex),
+    query_port: Some(query_port),
+    ..verbs::ContextOps::EMPTY
+};
+
+/// Registers the provider when the dynamic loader maps this library, as
+/// rdma-core's `PROVIDER_DRIVER` macro does with a constructor.
+extern "C" fn register_driver() {
+    // SAFETY: `DEVICE_OPS` is a `struct verbs_device_ops` (layout checked in
+    // `abi::tests`) that lives and stays unchanged for the life of the
+    // process; libibverbs keeps the pointer and never frees it, and never
+    // unloads providers it loaded.
+    unsafe { verbs_register_driver_34(&raw const DEVICE_OPS.0) };
+}
+
+/// The ELF constructor entry for [`register_driver`].
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_DRIVER: extern "C" fn() = register_driver;
+
+/// Sets the calling thread's `errno`.
+fn set_errno(err: c_int) {
+    // SAFETY: glibc's `__errno_location` returns a valid pointer to the
+    // calling thread's `errno`, which only this thread accesses.
+    unsafe { *__errno_location() = err };
+}
+
+/// A libibverbs `ibv_cmd_*` result as an errno for the caller: those calls
+/// return 0 or a positive errno; anything else is reported as `EIO`.
+fn errno_of(ret: c_int) -> c_int {
+    if ret > 0 { ret } else { EIO }
+}
+
+/// `verbs_device_ops.match_device`: whether `sysfs_dev` is a roxe device.
+///
+/// # Safety
+///
+/// `sysfs_dev` is NULL or points to a `verbs_sysfs_dev` that is valid for
+/// reads for the duration of the call, as libibverbs' `match_device`
+/// guarantees.
+unsafe extern "C" fn match_device(sysfs_dev: *mut verbs::SysfsDev) -> bool {
+    // SAFETY: per this function's contract the pointer is NULL or valid for
+    // reads; libibverbs matches devices under its `dev_list_lock`, so
+    // nothing writes it during the call.
+    let Some(dev) = (unsafe { sysfs_dev.as_ref() }) else {
+        return false;
+    };
+    // CAST: c_char to u8 reinterprets each byte; no value is lost.
+    let path_bytes = dev.ibdev_path.map(|c| c as u8);
+    let Ok(path) = CStr::from_bytes_until_nul(&path_bytes) else {
+        return false;
+    };
+    matching::claims(dev.driver_id, path)
+}
+
+/// `verbs_device_ops.alloc_device`: allocates a zero-filled [`Device`].
+///
+/// On failure returns NULL with `errno` set by `calloc`; libibverbs then
+/// skips the device.
+unsafe extern "C" fn alloc_device(_sysfs_dev: *mut verbs::SysfsDev) -> *mut verbs::Device {
+    // SAFETY: `calloc` has no preconditions; NULL is checked below.
+    let dev = unsafe { calloc(1, size_of::<Device>()) }.cast::<Device>();
+    if dev.is_null() {
+        return ptr::null_mut();
+    }
+    // INVARIANT: all-zero is a valid `Device` (see its `# Invariants`).
+    // SAFETY: `dev` is a live allocation of `size_of::<Device>()` bytes, so
+    // projecting to its `verbs` field stays in bounds.
+    unsafe { &raw mut (*dev).verbs }
+}
+
+/// `verbs_device_ops.uninit_device`: frees a [`Device`].
+///
+/// # Safety
+///
+/// `vdev` is NULL or the `verbs` field of a `Device` that [`alloc_device`]
+/// returned and that is no longer used. libibverbs calls this once, when the
+/// device's last reference is dropped (`ibverbs_device_put`) or when
+/// `try_driver` gives up on a device it just allocated.
+unsafe extern "C" fn uninit_device(vdev: *mut verbs::Device) {
+    if vdev.is_null() {
+        return;
+    }
+    // SAFETY: per the contract `vdev` points to the `verbs` field of a
+    // `Device`, so stepping back by that field's offset yields the pointer
+    // `alloc_device` got from `calloc`.
+    let dev = unsafe { vdev.byte_sub(offset_of!(Device, verbs)) }.cast::<Device>();
+    // SAFETY: `dev` came from `calloc` and nothing uses it any more.
+    unsafe { free(dev.cast()) };
+}
+
+/// `verbs_device_ops.alloc_context`: opens a context on `cmd_fd`.
+///
+/// Allocates a [`Context`] through libibverbs, asks the kernel for a user
+/// context, and installs roxe's ops. On failure returns NULL with `errno`
+/// set; `cmd_fd` is closed either way, as libibverbs expects.
+///
+/// # Safety
+///
+/// `ibdev` is the `device` field of a live [`Device`] and `cmd_fd` an open
+/// uverbs file descriptor whose ownership passes to this call, as in
+/// libibverbs' `verbs_open_device`.
+unsafe extern "C" fn alloc_context(
+    ibdev: *mut ibv::Device,
+    cmd_fd: c_int,
+    _private_data: *mut c_void,
+) -> *mut verbs::Context {
+    // SAFETY: `ibdev` and `cmd_fd` are valid per this function's contract.
+    // `_verbs_init_and_alloc_context` callocs `alloc_size` bytes, initialises
+    // the `verbs_context` found `context_offset` bytes in (passed as a
+    // pointer, like C's `&((T *)NULL)->member`), and takes `cmd_fd`: on
+    // failure it closes it, sets errno and returns NULL. `RDMA_DRIVER_UNKNOWN`
+    // is the id the kernel checks in every ioctl header for a roxe device.
+    let ctx = unsafe {
+        _verbs_init_and_alloc_context(
+            ibdev,
+            cmd_fd,
+            size_of::<Context>(),
+            ptr::without_provenance_mut(offset_of!(Context, verbs)),
+            uverbs::RDMA_DRIVER_UNKNOWN,
+        )
+    }
+    .cast::<Context>();
+    if ctx.is_null() {
+        return ptr::null_mut();
+    }
+    // INVARIANT: the rest of `Context` is zero, which is valid (see its
+    // `# Invariants`).
+    // SAFETY: `ctx` is a live allocation of `size_of::<Context>()` bytes.
+    let vctx = unsafe { &raw mut (*ctx).verbs };
+
+    let mut cmd = ibv::GetContext::default();
+    let mut resp = uverbs::GetContextResp::default();
+    // SAFETY: `vctx` was initialised above; `cmd` and `resp` are writable
+    // buffers of exactly the sizes passed. Equal core and total sizes mean no
+    // driver-private data in either direction.
+    let ret = unsafe {
+        ibv_cmd_get_context(
+            vctx,
+            &raw mut cmd,
+            size_of_val(&cmd),
+            &raw mut resp,
+            size_of_val(&resp),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: `vctx` was initialised by `_verbs_init_and_alloc_context`
+        // and is not published; `verbs_uninit_context` closes the fds and
+        // drops the device reference, then `ctx` (from libibverbs' `calloc`)
+        // is freed, exactly as rdma-core's own providers unwind.
+        unsafe {
+            verbs_uninit_context(vctx);
+            free(ctx.cast());
+        }
+        // After the cleanup, which may have changed errno.
+        set_errno(errno_of(ret));
+        return ptr::null_mut();
+    }
+
+    // SAFETY: `vctx` is initialised; `CONTEXT_OPS` is a `'static`
+    // `struct verbs_context_ops` whose entries libibverbs copies.
+    unsafe { verbs_set_ops(vctx, &raw const CONTEXT_OPS) };
+    vctx
+}
+
+/// Recovers the [`Context`] around an `ibv_context`.
+///
+/// # Safety
+///
+/// `ibctx` is the `verbs.context` field of a live [`Context`].
+unsafe fn context_of(ibctx: *mut ibv::Context) -> *mut Context {
+    let offset = offset_of!(Context, verbs) + offset_of!(verbs::Context, context);
+    // SAFETY: per the contract, stepping back `offset` bytes stays inside
+    // the same allocation and lands on the enclosing `Context`.
+    unsafe { ibctx.byte_sub(offset) }.cast()
+}
+
+/// `verbs_context_ops.free_context`: undoes [`alloc_context`].
+///
+/// # Safety
+///
+/// `ibctx` is NULL or the `ibv_context` of a context [`alloc_context`]
+/// returned, which the caller no longer uses (`ibv_close_device`).
+unsafe extern "C" fn free_context(ibctx: *mut ibv::Context) {
+    if ibctx.is_null() {
+        return;
+    }
+    // SAFETY: contexts libibverbs hands roxe's ops were made by
+    // `alloc_context`, so `ibctx` sits inside a `Context`.
+    let ctx = unsafe { context_of(ibctx) };
+    // SAFETY: `ctx` is live and unused from now on; `verbs_uninit_context`
+    // releases what `_verbs_init_and_alloc_context` set up, and `ctx` came
+    // from libibverbs' `calloc`.
+    unsafe {
+        verbs_uninit_context(&raw mut (*ctx).verbs);
+        free(ctx.cast());
+    }
+}
+
+/// `verbs_context_ops.query_device_ex`: the kernel's device attributes.
+///
+/// Returns 0 or a positive errno, the convention of this op.
+///
+/// # Safety
+///
+/// As for libibverbs' `ibv_query_device_ex`: `context` is an open roxe
+/// context, `input` is NULL or readable, and `attr` is writable for
+/// `attr_size` bytes.
+unsafe extern "C" fn query_device_ex(
+    context: *mut ibv::Context,
+    input: *const ibv::QueryDeviceExInput,
+    attr: *mut ibv::DeviceAttrEx,
+    attr_size: usize,
+) -> c_int {
+    let mut resp = uverbs::ExQueryDeviceResp::default();
+    let mut resp_size = size_of_val(&resp);
+    // SAFETY: the arguments are valid per this function's contract; `resp`
+    // is writable for `resp_size` bytes.
+    let ret = unsafe {
+        ibv_cmd_query_device_any(
+            context,
+            input,
+            attr,
+            attr_size,
+            &raw mut resp,
+            &raw mut resp_size,
+        )
+    };
+    if ret != 0 {
+        return ret;
+    }
+    // SAFETY: `ibv_cmd_query_device_any` succeeded, so `attr_size` is at
+    // least `sizeof(attr->orig_attr)` (it fails with EINVAL otherwise) and it
+    // has just written that struct. `orig_attr` is the first field, so `attr`
+    // points to a writable `ibv_device_attr` that the caller does not touch
+    // during the call.
+    let fw_ver: &mut [c_char; 64] = unsafe { &mut (*attr.cast::<ibv::DeviceAttr>()).fw_ver };
+    attr::format_fw_ver(resp.base.fw_ver, fw_ver);
+    0
+}
+
+/// `verbs_context_ops.query_port`: the kernel's port attributes.
+///
+/// Returns 0 or a positive errno.
+///
+/// # Safety
+///
+/// `context` is an open roxe context and `port_attr` points to a writable
+/// `struct ibv_port_attr` (libibverbs' `__lib_query_port` guarantees the
+/// full size).
+unsafe extern "C" fn query_port(
+    context: *mut ibv::Context,
+    port_num: u8,
+    port_attr: *mut ibv::PortAttr,
+) -> c_int {
+    let mut cmd = ibv::QueryPort::default();
+    // SAFETY: valid per this function's contract; `cmd` is writable for the
+    // size passed.
+    unsafe {
+        ibv_cmd_query_port(
+            context,
+            port_num,
+            port_attr,
+            &raw mut cmd,
+            size_of_val(&cmd),
+        )
+    }
+}

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `libroxe-rdmav34.so`: the rdma-core userspace provider for roxe devices.
+//!
+//! libibverbs (`IBVERBS_PRIVATE_34`, rdma-core 44) loads this library when
+//! `/etc/libibverbs.d/roxe.driver` names it. An ELF constructor registers the
+//! provider; libibverbs then asks it to match, allocate and open devices.
+//!
+//! What exists today: device matching ([`matching`]), device allocation, and
+//! contexts that answer `query_device_ex` and `query_port` through the kernel.
+//! Every other verb is left NULL, so libibverbs' own dummy answers
+//! `EOPNOTSUPP`.
+//!
+//! All `unsafe` code lives in the private `ffi` module.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod abi;
+pub mod attr;
+pub mod context;
+pub mod device;
+pub mod matching;
+
+#[allow(unsafe_code)]
+mod ffi;
