@@ -29,3 +29,132 @@ pub const UVERBS_ABI_VERSION: u32 = 3;
 /// cannot match them by driver id. The provider claims a device only if this
 /// attribute exists and holds a version the provider supports.
 pub const ABI_VERSION_ATTR: &CStr = c"roxe_abi_version";
+
+// ---------------------------------------------------------------------------
+// Shared rings.
+//
+// A ring is one mapping: a `RingHeader` followed by `num_slots` fixed-size
+// slots, `num_slots` a power of two. The producer and consumer indices are
+// free-running `u32` counters (never masked when stored); slot `i` lives at
+// `RING_HEADER_SIZE + (i & (num_slots - 1)) * slot_size`. The ring is empty
+// when the indices are equal and full when they differ by `num_slots`.
+//
+// Each side writes only its own index, with release ordering after it has
+// written (producer) or read (consumer) the slots, and reads the other
+// index with acquire ordering. The side in the kernel never trusts an
+// index written by user space: it keeps its own copy of its own index and
+// checks that the distance to the other index is at most `num_slots`.
+// ---------------------------------------------------------------------------
+
+/// One ring index, alone on its cache line.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub struct RingIndex {
+    /// The free-running counter.
+    pub value: u32,
+    /// Keeps the other index off this cache line.
+    pub _pad: [u32; 15],
+}
+
+/// The header at the start of every mapped ring.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct RingHeader {
+    /// Written by the producer: slots below this index are filled.
+    pub producer: RingIndex,
+    /// Written by the consumer: slots below this index are free again.
+    pub consumer: RingIndex,
+}
+
+/// Bytes before the first slot of a ring.
+pub const RING_HEADER_SIZE: usize = core::mem::size_of::<RingHeader>();
+
+/// A work completion in a CQ ring, written by the kernel. The field values
+/// are those of `struct ibv_wc` (`enum ibv_wc_status`, `enum ibv_wc_opcode`,
+/// `IBV_WC_*` flags).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    /// The work request id the consumer posted.
+    pub wr_id: u64,
+    /// `enum ibv_wc_status`.
+    pub status: u32,
+    /// `enum ibv_wc_opcode`.
+    pub opcode: u32,
+    /// Driver detail for error completions.
+    pub vendor_err: u32,
+    /// Bytes transferred.
+    pub byte_len: u32,
+    /// Immediate data (network byte order) or the invalidated rkey.
+    pub imm_data: u32,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// The remote QP number (UD).
+    pub src_qp: u32,
+    /// `IBV_WC_*` flags.
+    pub wc_flags: u32,
+    /// P_Key index (UD/GSI).
+    pub pkey_index: u16,
+    /// Source LID (always 0 on RoCE).
+    pub slid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// DLID path bits (always 0 on RoCE).
+    pub dlid_path_bits: u8,
+    /// Port number.
+    pub port_num: u8,
+    /// Must be zero.
+    pub _reserved0: u8,
+    /// Must be zero; pads the CQE to 64 bytes.
+    pub _reserved: [u32; 4],
+}
+
+// ---------------------------------------------------------------------------
+// Verbs command responses (the driver-specific `udata` parts). Requests
+// that have no driver-specific part send none; the kernel rejects any
+// driver input it does not expect.
+// ---------------------------------------------------------------------------
+
+/// Driver part of the `ibv_cmd_create_cq` and `ibv_cmd_resize_cq` responses:
+/// where to map the CQ ring.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateCqResp {
+    /// Offset to pass to `mmap` on the verbs command fd.
+    pub mmap_offset: u64,
+    /// Length of the mapping in bytes (header plus slots, page-rounded).
+    pub mmap_size: u64,
+    /// Slots in the ring, a power of two.
+    pub num_slots: u32,
+    /// Size of one slot (`size_of::<Cqe>()`).
+    pub slot_size: u32,
+}
+
+/// Driver part of the `ibv_cmd_create_ah` response.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateAhResp {
+    /// The kernel's handle for the AH, which UD work requests name.
+    pub ah_num: u32,
+    /// Must be zero.
+    pub _reserved: u32,
+}
+
+/// Compile-time layout checks: the module and the provider are built by
+/// different compilers for different targets, so the layout is pinned here.
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<RingIndex>() == 64);
+    assert!(size_of::<RingHeader>() == 128);
+    assert!(offset_of!(RingHeader, consumer) == 64);
+    assert!(size_of::<Cqe>() == 64);
+    assert!(align_of::<Cqe>() == 8);
+    assert!(offset_of!(Cqe, status) == 8);
+    assert!(offset_of!(Cqe, byte_len) == 20);
+    assert!(offset_of!(Cqe, wc_flags) == 36);
+    assert!(offset_of!(Cqe, pkey_index) == 40);
+    assert!(offset_of!(Cqe, sl) == 44);
+    assert!(offset_of!(Cqe, _reserved) == 48);
+    assert!(size_of::<CreateCqResp>() == 24);
+    assert!(size_of::<CreateAhResp>() == 8);
+};
