@@ -9,6 +9,8 @@
 #include <linux/notifier.h>
 #include <linux/sysfs.h>
 #include <linux/device.h>
+#include <linux/mm.h>
+#include <linux/vmalloc.h>
 #include <net/addrconf.h>
 #include <net/udp_tunnel.h>
 #include <rdma/ib_verbs.h>

@@ -5,6 +5,7 @@
  */
 #include <linux/if_vlan.h>
 #include <net/addrconf.h>
+#include <linux/vmalloc.h>
 #include "helpers.h"
 
 struct net_device *roxe_netdev_notifier_info_to_dev(void *info)
@@ -57,7 +58,73 @@ void roxe_sysfs_attr_init(struct attribute *attr)
 	sysfs_attr_init(attr);
 }
 
-int roxe_sysfs_emit_str(char *buf, const char *s, size_t len)
+struct ib_udata *roxe_attrs_udata(struct uverbs_attr_bundle *attrs)
 {
-	return sysfs_emit(buf, "%.*s\n", (int)len, s);
+	return attrs ? &attrs->driver_udata : NULL;
+}
+
+unsigned long roxe_copy_to_user(void __user *to, const void *from, unsigned long n)
+{
+	return copy_to_user(to, from, n);
+}
+
+unsigned long roxe_copy_from_user(void *to, const void __user *from, unsigned long n)
+{
+	return copy_from_user(to, from, n);
+}
+
+bool roxe_udata_is_cleared(struct ib_udata *udata, size_t offset, size_t len)
+{
+	return ib_is_udata_cleared(udata, offset, len);
+}
+
+void roxe_dispatch_cq_event(struct ib_cq *cq, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = cq->device,
+		.element.cq = cq,
+		.event = type,
+	};
+
+	if (cq->event_handler)
+		cq->event_handler(&ev, cq->cq_context);
+}
+
+struct ib_ucontext *roxe_udata_ucontext(struct ib_udata *udata)
+{
+	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
+}
+
+void roxe_cq_comp(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}
+
+void *roxe_vmalloc_user(unsigned long size)
+{
+	return vmalloc_user(size);
+}
+
+size_t roxe_umem_num_pages(struct ib_umem *umem)
+{
+	return ib_umem_num_pages(umem);
+}
+
+size_t roxe_umem_offset(struct ib_umem *umem)
+{
+	return ib_umem_offset(umem);
+}
+
+size_t roxe_umem_pages(struct ib_umem *umem, struct page **pages, size_t max)
+{
+	struct sg_page_iter it;
+	size_t n = 0;
+
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, 0) {
+		if (n == max)
+			break;
+		pages[n++] = sg_page_iter_page(&it);
+	}
+	return n;
 }

@@ -9,8 +9,13 @@
 //! the `ib_device_ops` built here, and it frees the device after
 //! unregistration, dropping the driver data in `dealloc_driver`.
 
+use super::ah::{Ah, AhAttr};
 use super::attr::{DeviceAttr, PortAttr, PortImmutable};
+use super::cq::{Cq, CqInit, Notify};
+use super::mr::{Mr, MrInfo, UserMrArgs};
+use super::pd::Pd;
 use super::sysfs::{Buffer, MAX_ATTRS};
+use super::udata::UData;
 use crate::bindings;
 use crate::net::NetDevice;
 use core::marker::PhantomData;
@@ -57,6 +62,57 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// Writes the value of attribute `ATTRS[index]`.
     fn show_attr(dev: &Device<Self>, index: usize, out: &mut Buffer<'_>) -> Result;
+
+    /// Per-PD state.
+    type Pd: Send + Sync;
+
+    /// Allocates a PD; `udata` is `None` for kernel callers.
+    fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<Self::Pd>;
+
+    /// Releases a PD that nothing uses any more.
+    fn dealloc_pd(dev: &Device<Self>, pd: Self::Pd);
+
+    /// Per-CQ state; dropped when the CQ is destroyed.
+    type Cq: Send + Sync;
+
+    /// Creates a CQ. Returns the initialiser of its state and the number
+    /// of entries it actually holds (at least `init.cqe`).
+    fn create_cq(
+        dev: &Device<Self>,
+        init: &CqInit,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<Self::Cq, Error>, u32)>;
+
+    /// Called just before a CQ's state is dropped.
+    fn destroy_cq(cq: &Cq<Self>);
+
+    /// Resizes a CQ; returns the new number of entries.
+    fn resize_cq(cq: &Cq<Self>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32>;
+
+    /// Arms the CQ; returns whether completions are already waiting.
+    fn req_notify_cq(cq: &Cq<Self>, kind: Notify) -> Result<bool>;
+
+    /// Per-MR state; dropped after a successful `dereg_mr`.
+    type Mr: Send + Sync;
+
+    /// An MR covering all memory, for kernel consumers.
+    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<(Self::Mr, MrInfo)>;
+
+    /// Registers user memory.
+    fn reg_user_mr(pd: &Pd<Self>, args: &UserMrArgs, udata: Option<&UData<'_>>) -> Result<(Self::Mr, MrInfo)>;
+
+    /// Deregisters an MR; on success its state is dropped.
+    fn dereg_mr(mr: &Mr<Self>) -> Result;
+
+    /// Per-AH state.
+    type Ah: Send + Sync;
+
+    /// Creates an AH. When `sleepable` is false the caller is in atomic
+    /// context and nothing may sleep.
+    fn create_ah(dev: &Device<Self>, attr: &AhAttr, sleepable: bool, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
+
+    /// Destroys an AH.
+    fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);
 }
 
 /// Fixed identity of a new device.
@@ -129,7 +185,7 @@ impl<T: Driver> Device<T> {
     // The C allocator aligns to `ARCH_KMALLOC_MINALIGN` (8 on x86-64).
     const ALIGN_OK: () = assert!(core::mem::align_of::<Self>() <= 8);
 
-    fn as_raw(&self) -> *mut bindings::ib_device {
+    pub(super) fn as_raw(&self) -> *mut bindings::ib_device {
         self.ib.get()
     }
 
@@ -137,7 +193,7 @@ impl<T: Driver> Device<T> {
     ///
     /// `ib` must be a device of driver `T` (its ops were set by
     /// [`NewDevice::new`]) that stays allocated for `'a`, with `data` initialised.
-    unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
+    pub(super) unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
         // SAFETY: `ib` is the first field of the `#[repr(C)]` `Device<T>`
         // that `NewDevice::new` allocated, per the caller's guarantee.
         unsafe { &*ib.cast::<Self>() }
@@ -401,6 +457,23 @@ impl<T: Driver> NewDevice<T> {
         ops.dealloc_ucontext = Some(Device::<T>::dealloc_ucontext_cb);
         ops.dealloc_driver = Some(Device::<T>::dealloc_driver_cb);
         ops.size_ib_ucontext = size_of::<bindings::ib_ucontext>();
+        ops.mmap = Some(super::ring::mmap_cb);
+        ops.mmap_free = Some(super::ring::mmap_free_cb);
+        ops.alloc_pd = Some(Pd::<T>::alloc_cb);
+        ops.dealloc_pd = Some(Pd::<T>::dealloc_cb);
+        ops.size_ib_pd = size_of::<Pd<T>>();
+        ops.create_cq = Some(Cq::<T>::create_cb);
+        ops.destroy_cq = Some(Cq::<T>::destroy_cb);
+        ops.resize_cq = Some(Cq::<T>::resize_cb);
+        ops.req_notify_cq = Some(Cq::<T>::req_notify_cb);
+        ops.size_ib_cq = size_of::<Cq<T>>();
+        ops.get_dma_mr = Some(Mr::<T>::get_dma_cb);
+        ops.reg_user_mr = Some(Mr::<T>::reg_user_cb);
+        ops.dereg_mr = Some(Mr::<T>::dereg_cb);
+        ops.create_ah = Some(Ah::<T>::create_cb);
+        ops.create_user_ah = Some(Ah::<T>::create_cb);
+        ops.destroy_ah = Some(Ah::<T>::destroy_cb);
+        ops.size_ib_ah = size_of::<Ah<T>>();
 
         // SAFETY: We own the unregistered device; `ib_set_device_ops`
         // copies `ops`, and the device fields are plain data.

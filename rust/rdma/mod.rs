@@ -6,7 +6,16 @@
 //! block of roxe lives under `rust/`, and the driver in
 //! `drivers/infiniband/sw/roxe/` only uses the safe types here.
 
+pub(crate) mod ah;
 pub(crate) mod attr;
+pub(crate) mod cq;
+pub(crate) mod errno;
 pub(crate) mod device;
 pub(crate) mod link;
+pub(crate) mod mr;
+pub(crate) mod pd;
+pub(crate) mod random;
+pub(crate) mod ring;
 pub(crate) mod sysfs;
+pub(crate) mod udata;
+pub(crate) mod umem;

@@ -10,5 +10,6 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod mtu;
 pub mod ring;

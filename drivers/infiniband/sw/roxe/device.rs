@@ -8,6 +8,17 @@ use crate::rdma::attr::{DeviceAttr, PhysState, PortAttr, PortImmutable, PortStat
 use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, DRIVER_ID_UNKNOWN};
 use crate::rdma::link::LinkOps;
 use crate::rdma::sysfs::Buffer;
+use crate::cq::{self, RoxeCq};
+use crate::ah::{self, AhInfo, RoxeAh};
+use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_PD};
+use crate::rdma::ah::AhAttr;
+use crate::mr::{self, RoxeMr};
+use crate::rdma::mr::{Mr, MrInfo, UserMrArgs};
+use crate::rdma::pd::Pd;
+use crate::table::Table;
+use crate::pd::{self, RoxePd};
+use crate::rdma::cq::{Cq, CqInit, Notify};
+use crate::rdma::udata::UData;
 use crate::uapi;
 use core::fmt::Write;
 use kernel::c_str;
@@ -41,8 +52,19 @@ const ABI_ATTR: &CStr = match CStr::from_bytes_with_nul(uapi::ABI_VERSION_ATTR.t
 pub(crate) struct Roxe;
 
 /// Per-device state.
+#[pin_data]
 pub(crate) struct RoxeDev {
     node_guid: [u8; 8],
+    pub(crate) pds: Budget,
+    pub(crate) cqs: Budget,
+    pub(crate) mrs: Budget,
+    /// Live MR indices, each with its key's random tag.
+    #[pin]
+    pub(crate) mr_table: Table<u32>,
+    pub(crate) ahs: Budget,
+    /// Live AHs by number.
+    #[pin]
+    pub(crate) ah_table: Table<AhInfo>,
 }
 
 impl Driver for Roxe {
@@ -55,11 +77,18 @@ impl Driver for Roxe {
     const ATTRS: &'static [&'static CStr] = &[c_str!("parent"), ABI_ATTR];
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
-        // Only what exists today is advertised: no verbs resources are
-        // implemented yet, so their limits are zero.
+        // Only what exists today is advertised: resources that are not
+        // implemented yet keep a limit of zero.
         Ok(DeviceAttr {
             sys_image_guid: dev.data().node_guid,
             vendor_id: VENDOR_ID,
+            max_pd: MAX_PD,
+            max_cq: MAX_CQ,
+            max_cqe: MAX_CQE,
+            max_mr: MAX_MR,
+            max_ah: MAX_AH,
+            max_mr_size: MAX_MR_SIZE,
+            page_size_cap: kernel::page::PAGE_SIZE as u64,
             max_pkeys: 1,
             allow_user_unregister: true,
             ..DeviceAttr::default()
@@ -119,6 +148,62 @@ impl Driver for Roxe {
             _ => Err(EINVAL),
         }
     }
+
+    type Pd = RoxePd;
+
+    fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<RoxePd> {
+        pd::alloc(dev, udata)
+    }
+
+    fn dealloc_pd(dev: &Device<Self>, pd: RoxePd) {
+        pd::dealloc(dev, pd)
+    }
+
+    type Cq = RoxeCq;
+
+    fn create_cq(
+        dev: &Device<Self>,
+        init: &CqInit,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<RoxeCq, Error>, u32)> {
+        cq::create(dev, init, udata)
+    }
+
+    fn destroy_cq(cq: &Cq<Self>) {
+        cq::destroy(cq)
+    }
+
+    fn resize_cq(cq: &Cq<Self>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32> {
+        cq::resize(cq, cqe, udata)
+    }
+
+    fn req_notify_cq(cq: &Cq<Self>, kind: Notify) -> Result<bool> {
+        cq::req_notify(cq, kind)
+    }
+
+    type Mr = RoxeMr;
+
+    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<(RoxeMr, MrInfo)> {
+        mr::get_dma(pd, access)
+    }
+
+    fn reg_user_mr(pd: &Pd<Self>, args: &UserMrArgs, udata: Option<&UData<'_>>) -> Result<(RoxeMr, MrInfo)> {
+        mr::reg_user(pd, args, udata)
+    }
+
+    fn dereg_mr(mr: &Mr<Self>) -> Result {
+        mr::dereg(mr)
+    }
+
+    type Ah = RoxeAh;
+
+    fn create_ah(dev: &Device<Self>, attr: &AhAttr, sleepable: bool, udata: Option<&UData<'_>>) -> Result<RoxeAh> {
+        ah::create(dev, attr, sleepable, udata)
+    }
+
+    fn destroy_ah(dev: &Device<Self>, a: RoxeAh) {
+        ah::destroy(dev, a)
+    }
 }
 
 /// `rdma link add NAME type roxe netdev DEV`.
@@ -143,7 +228,19 @@ impl LinkOps for Link {
             phys_port_cnt: 1,
             num_comp_vectors: 1,
         };
-        let mut new = NewDevice::<Roxe>::new(&crate::THIS_MODULE, &info, RoxeDev { node_guid })?;
+        let mut new = NewDevice::<Roxe>::new(
+            &crate::THIS_MODULE,
+            &info,
+            try_pin_init!(RoxeDev {
+                node_guid,
+                pds: Budget::new(MAX_PD),
+                cqs: Budget::new(MAX_CQ),
+                mrs: Budget::new(MAX_MR),
+                mr_table <- Table::new(MAX_MR),
+                ahs: Budget::new(MAX_AH),
+                ah_table <- Table::new(MAX_AH),
+            }? Error),
+        )?;
         new.set_netdev(ndev, PORT)?;
         new.register(name)?;
         pr_info!("{}: added on {} (ifindex {})\n", name, ndev.name(), ndev.ifindex());

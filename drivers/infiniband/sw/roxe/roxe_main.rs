@@ -14,7 +14,10 @@ use kernel::prelude::*;
 mod bindings;
 #[path = "../../../../rust/net/mod.rs"]
 mod net;
+// The RDMA abstractions cover each object fully, including accessors that
+// only later parts of the driver (the data path) use.
 #[path = "../../../../rust/rdma/mod.rs"]
+#[allow(dead_code)]
 mod rdma;
 
 // Pure logic shared with the host tests (`cargo test` in rust/proto).
@@ -23,7 +26,9 @@ mod rdma;
 #[path = "../../../../rust/proto/src"]
 #[allow(unreachable_pub, dead_code)]
 mod proto {
+    pub(crate) mod access;
     pub(crate) mod mtu;
+    pub(crate) mod ring;
 }
 
 // The user/kernel ABI, shared with the user-space provider.
@@ -32,9 +37,21 @@ mod proto {
 mod uapi;
 
 #[deny(unsafe_code)]
+mod ah;
+#[deny(unsafe_code)]
+mod cq;
+#[deny(unsafe_code)]
 mod device;
 #[deny(unsafe_code)]
+mod limits;
+#[deny(unsafe_code)]
+mod mr;
+#[deny(unsafe_code)]
 mod netevent;
+#[deny(unsafe_code)]
+mod pd;
+#[deny(unsafe_code)]
+mod table;
 
 module! {
     type: RoxeModule,

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Address handles: where UD datagrams go. Each AH is entered in the
+//! device's AH table; user-space UD work requests name it by that number
+//! (`ah_num`), which the kernel looks up and never trusts blindly.
+
+use crate::device::{Roxe, RoxeDev, PORT};
+use crate::rdma::ah::{flags_for, AhAttr, GidType};
+use crate::rdma::device::Device;
+use crate::rdma::udata::UData;
+use crate::uapi::CreateAhResp;
+use kernel::error::code::EINVAL;
+use kernel::prelude::*;
+
+/// Where an AH sends: everything the transmit path needs.
+#[allow(dead_code)] // Read by the UD transmit path (issue 4).
+pub(crate) struct AhInfo {
+    pub(crate) dgid: [u8; 16],
+    pub(crate) sgid: [u8; 16],
+    pub(crate) dmac: [u8; 6],
+    pub(crate) flow_label: u32,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
+    pub(crate) sl: u8,
+}
+
+/// Per-AH state: its number in the device's AH table.
+pub(crate) struct RoxeAh {
+    num: u32,
+}
+
+fn validate(attr: &AhAttr) -> Result<AhInfo> {
+    // RoCE needs a global route and a resolved RoCE v2 source GID.
+    if !attr.is_roce || !attr.has_grh || attr.port != PORT {
+        return Err(EINVAL);
+    }
+    let (sgid, kind) = attr.sgid.ok_or(EINVAL)?;
+    if kind != GidType::RoceV2 {
+        return Err(EINVAL);
+    }
+    // The flow label is 20 bits.
+    if attr.flow_label >= 1 << 20 {
+        return Err(EINVAL);
+    }
+    Ok(AhInfo {
+        dgid: attr.dgid,
+        sgid,
+        dmac: attr.dmac,
+        flow_label: attr.flow_label,
+        hop_limit: attr.hop_limit,
+        traffic_class: attr.traffic_class,
+        sl: attr.sl,
+    })
+}
+
+pub(crate) fn create(dev: &Device<Roxe>, attr: &AhAttr, sleepable: bool, udata: Option<&UData<'_>>) -> Result<RoxeAh> {
+    if let Some(u) = udata {
+        u.expect_no_input()?;
+    }
+    let info = validate(attr)?;
+    let d = dev.data();
+    d.ahs.take()?;
+    let num = match d.ah_table.insert_with(info, flags_for(sleepable)) {
+        Ok(n) => n,
+        Err(e) => {
+            d.ahs.give_back();
+            return Err(e);
+        }
+    };
+    if let Some(u) = udata {
+        if let Err(e) = u.respond(&CreateAhResp { ah_num: num, _reserved: 0 }) {
+            release(d, num);
+            return Err(e);
+        }
+    }
+    Ok(RoxeAh { num })
+}
+
+fn release(d: &RoxeDev, num: u32) {
+    d.ah_table.remove(num);
+    d.ahs.give_back();
+}
+
+pub(crate) fn destroy(dev: &Device<Roxe>, ah: RoxeAh) {
+    release(dev.data(), ah.num);
+}

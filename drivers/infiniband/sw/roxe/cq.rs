@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues: a ring of CQEs that the kernel produces into and
+//! user space (or a kernel consumer) polls. See `Documentation/rings.md`.
+
+use crate::device::Roxe;
+use crate::limits::{MAX_CQE, MAX_CQ_SLOTS};
+use crate::proto::ring::Geometry;
+use crate::rdma::cq::{Cq, CqInit, Notify};
+use crate::rdma::device::Device;
+use crate::rdma::ring::Ring;
+use crate::rdma::udata::UData;
+use crate::uapi::{CreateCqResp, Cqe};
+use core::mem::size_of;
+use crate::rdma::errno::eopnotsupp;
+use kernel::error::code::{EINVAL, EIO};
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::SpinLock;
+
+/// Per-CQ state.
+#[pin_data]
+pub(crate) struct RoxeCq {
+    #[pin]
+    state: SpinLock<CqState>,
+}
+
+struct CqState {
+    ring: Ring<Cqe>,
+    /// The kernel's own copy of the producer index; the copy in the ring is
+    /// only ever written from this.
+    producer: u32,
+    /// The arm set by `ibv_req_notify_cq`, cleared when it fires.
+    armed: Option<Notify>,
+    /// Set after an overflow or a corrupted consumer index. No completions
+    /// are written afterwards.
+    broken: bool,
+}
+
+/// Why a completion could not be queued.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PushError {
+    /// The CQ was full; the completion is lost and `IB_EVENT_CQ_ERR` raised.
+    Overflow,
+    /// The CQ is in the error state.
+    Broken,
+}
+
+fn ring_for(udata: Option<&UData<'_>>, geometry: Geometry) -> Result<Ring<Cqe>> {
+    match udata {
+        Some(u) => Ring::new_user(u, geometry),
+        None => Ring::new_kernel(geometry),
+    }
+}
+
+fn respond(udata: Option<&UData<'_>>, ring: &Ring<Cqe>) -> Result {
+    let Some(u) = udata else { return Ok(()) };
+    let (mmap_offset, mmap_size) = ring.mmap_info().ok_or(EINVAL)?;
+    u.respond(&CreateCqResp {
+        mmap_offset,
+        mmap_size,
+        num_slots: ring.geometry().num_slots(),
+        // CAST: a 64-byte struct.
+        slot_size: size_of::<Cqe>() as u32,
+    })
+}
+
+pub(crate) fn create(
+    dev: &Device<Roxe>,
+    init: &CqInit,
+    udata: Option<&UData<'_>>,
+) -> Result<(impl PinInit<RoxeCq, Error>, u32)> {
+    if init.flags != 0 {
+        return Err(eopnotsupp());
+    }
+    if init.cqe == 0 || init.cqe > MAX_CQE || init.comp_vector != 0 {
+        return Err(EINVAL);
+    }
+    if let Some(u) = udata {
+        u.expect_no_input()?;
+    }
+    let geometry = Geometry::for_entries(init.cqe, MAX_CQ_SLOTS).ok_or(EINVAL)?;
+    dev.data().cqs.take()?;
+    let ring = match ring_for(udata, geometry).and_then(|r| respond(udata, &r).map(|()| r)) {
+        Ok(r) => r,
+        Err(e) => {
+            dev.data().cqs.give_back();
+            return Err(e);
+        }
+    };
+    let state = CqState { ring, producer: 0, armed: None, broken: false };
+    Ok((
+        try_pin_init!(RoxeCq {
+            state <- new_spinlock!(state, "roxe_cq"),
+        }),
+        geometry.num_slots(),
+    ))
+}
+
+pub(crate) fn destroy(cq: &Cq<Roxe>) {
+    cq.device().data().cqs.give_back();
+}
+
+pub(crate) fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32> {
+    if cqe == 0 || cqe > MAX_CQE {
+        return Err(EINVAL);
+    }
+    if let Some(u) = udata {
+        u.expect_no_input()?;
+    }
+    let this = cq.data();
+    let geometry = Geometry::for_entries(cqe, MAX_CQ_SLOTS).ok_or(EINVAL)?;
+    // Allocate and answer before taking the lock: both may sleep. Nothing
+    // observes the new ring until it is swapped in below.
+    let new = ring_for(udata, geometry)?;
+    respond(udata, &new)?;
+    let mut st = this.state.lock();
+    if st.broken {
+        return Err(EIO);
+    }
+    let consumer = st.ring.consumer();
+    let used = st.ring.geometry().used(st.producer, consumer).map_err(|_| EINVAL)?;
+    if used > geometry.num_slots() {
+        return Err(EINVAL);
+    }
+    for i in 0..used {
+        new.write(i, st.ring.read(consumer.wrapping_add(i)));
+    }
+    new.set_consumer(0);
+    new.set_producer(used);
+    st.producer = used;
+    // The old ring is dropped (and its mmap entry removed) with `old`.
+    let old = core::mem::replace(&mut st.ring, new);
+    drop(st);
+    drop(old);
+    Ok(geometry.num_slots())
+}
+
+pub(crate) fn req_notify(cq: &Cq<Roxe>, kind: Notify) -> Result<bool> {
+    let mut st = cq.data().state.lock();
+    st.armed = match (st.armed, kind) {
+        // An arm for any completion already covers solicited ones.
+        (Some(Notify::NextCompletion), _) => Some(Notify::NextCompletion),
+        _ => Some(kind),
+    };
+    Ok(st.producer != st.ring.consumer())
+}
+
+/// Queues a completion. The data path calls this; it runs the completion
+/// handler when the CQ is armed for this kind of completion.
+#[allow(dead_code)] // The data path (issue 4) is the caller.
+pub(crate) fn push(cq: &Cq<Roxe>, cqe: Cqe, solicited: bool) -> core::result::Result<(), PushError> {
+    let mut newly_broken = false;
+    let mut fire = false;
+    let result = {
+        let mut st = cq.data().state.lock();
+        if st.broken {
+            Err(PushError::Broken)
+        } else {
+            match st.ring.geometry().free(st.producer, st.ring.consumer()) {
+                Ok(0) => {
+                    st.broken = true;
+                    newly_broken = true;
+                    Err(PushError::Overflow)
+                }
+                Ok(_) => {
+                    let p = st.producer;
+                    st.ring.write(p, cqe);
+                    st.producer = p.wrapping_add(1);
+                    st.ring.set_producer(st.producer);
+                    fire = match st.armed {
+                        Some(Notify::NextCompletion) => true,
+                        Some(Notify::Solicited) => solicited || cqe.status != 0,
+                        None => false,
+                    };
+                    if fire {
+                        st.armed = None;
+                    }
+                    Ok(())
+                }
+                Err(_) => {
+                    // User space wrote an impossible consumer index.
+                    st.broken = true;
+                    newly_broken = true;
+                    Err(PushError::Broken)
+                }
+            }
+        }
+    };
+    // Handlers run without our lock: they may call back into verbs.
+    if newly_broken {
+        cq.report_error();
+    } else if fire {
+        cq.call_comp_handler();
+    }
+    result
+}

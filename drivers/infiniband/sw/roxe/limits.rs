@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The resource limits roxe publishes and enforces.
+//!
+//! Each is at least what rxe publishes, so that software written against
+//! rxe's limits runs unchanged.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::error::{code::ENOMEM, Result};
+
+/// Protection domains per device (rxe: 0x7ffc).
+pub(crate) const MAX_PD: u32 = 0x7ffc;
+/// Completion queues per device (rxe: 0x4000).
+pub(crate) const MAX_CQ: u32 = 0x4000;
+/// Entries per CQ (rxe: 32767). Rings round up to a power of two.
+pub(crate) const MAX_CQE: u32 = 0xffff;
+/// Memory regions per device (rxe: 2^19 - 2). Keys hold a 24-bit index.
+pub(crate) const MAX_MR: u32 = 1 << 20;
+/// The largest MR in bytes (rxe: 2^64 - 1; roxe keeps pinned page lists
+/// bounded).
+pub(crate) const MAX_MR_SIZE: u64 = 1 << 40;
+/// Address handles per device (rxe: 0x3fff).
+pub(crate) const MAX_AH: u32 = 0x3fff;
+/// Slots in the largest CQ ring.
+pub(crate) const MAX_CQ_SLOTS: u32 = MAX_CQE + 1;
+
+/// A count of live objects of one kind, bounded by a published limit.
+pub(crate) struct Budget {
+    used: AtomicU32,
+    max: u32,
+}
+
+impl Budget {
+    /// A budget of `max` objects.
+    pub(crate) const fn new(max: u32) -> Self {
+        Self { used: AtomicU32::new(0), max }
+    }
+
+    /// Takes one unit, or fails with `ENOMEM` at the limit (the errno
+    /// libibverbs users expect when a resource is exhausted).
+    pub(crate) fn take(&self) -> Result {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| ENOMEM)
+    }
+
+    /// Returns one unit taken by [`Budget::take`].
+    pub(crate) fn give_back(&self) {
+        let prev = self.used.fetch_sub(1, Ordering::AcqRel);
+        // A release without a take is a driver bug; keep the count sane.
+        if prev == 0 {
+            self.used.store(0, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Index tables: each live object of a kind gets a small unique number,
+//! which becomes part of its key or handle.
+
+use kernel::alloc::{flags::GFP_KERNEL, Flags};
+use kernel::error::code::ENOMEM;
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNodeReservation};
+use kernel::sync::SpinLock;
+
+/// A table of values indexed by numbers in `1..=max`.
+///
+/// Indices are handed out round-robin, so a freed index is reused as late
+/// as possible: a stale handle is unlikely to name a new object.
+#[pin_data]
+pub(crate) struct Table<V: Send> {
+    #[pin]
+    inner: SpinLock<Inner<V>>,
+    max: u32,
+}
+
+struct Inner<V> {
+    tree: RBTree<u32, V>,
+    next: u32,
+}
+
+impl<V: Send> Table<V> {
+    /// An empty table for indices `1..=max`.
+    pub(crate) fn new(max: u32) -> impl PinInit<Self> {
+        pin_init!(Self {
+            inner <- new_spinlock!(Inner { tree: RBTree::new(), next: 1 }, "roxe_table"),
+            max,
+        })
+    }
+
+    /// Stores `value` under a free index and returns the index, or fails
+    /// with `ENOMEM` when all `max` indices are in use.
+    pub(crate) fn insert(&self, value: V) -> Result<u32> {
+        self.insert_with(value, GFP_KERNEL)
+    }
+
+    /// [`Table::insert`], allocating with `flags` (`GFP_ATOMIC` where the
+    /// caller may not sleep).
+    pub(crate) fn insert_with(&self, value: V, flags: Flags) -> Result<u32> {
+        // Allocate before taking the spinlock.
+        let reservation = RBTreeNodeReservation::new(flags)?;
+        let mut inner = self.inner.lock();
+        let mut idx = inner.next;
+        for _ in 0..self.max {
+            if idx == 0 || idx > self.max {
+                idx = 1;
+            }
+            if inner.tree.get(&idx).is_none() {
+                inner.tree.insert(reservation.into_node(idx, value));
+                inner.next = idx.wrapping_add(1);
+                return Ok(idx);
+            }
+            idx = idx.wrapping_add(1);
+        }
+        Err(ENOMEM)
+    }
+
+    /// Removes and returns the value at `idx`.
+    pub(crate) fn remove(&self, idx: u32) -> Option<V> {
+        self.inner.lock().remove(&idx)
+    }
+
+    /// Runs `f` on the value at `idx`, under the table's lock.
+    #[allow(dead_code)] // Key lookups come with the data path (issue 4).
+    pub(crate) fn with<R>(&self, idx: u32, f: impl FnOnce(&V) -> R) -> Option<R> {
+        self.inner.lock().tree.get(&idx).map(f)
+    }
+}
+
+impl<V> Inner<V> {
+    fn remove(&mut self, idx: &u32) -> Option<V> {
+        self.tree.remove(idx)
+    }
+}

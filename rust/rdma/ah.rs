@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Address handles (`struct ib_ah`).
+
+use super::device::{Device, Driver};
+use super::udata::UData;
+use crate::bindings;
+use core::ptr::addr_of_mut;
+use kernel::error::{code::*, from_result};
+use kernel::ffi::c_int;
+use kernel::types::Opaque;
+
+/// The kind of GID an address handle sends from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GidType {
+    /// RoCE v2 (UDP/IP encapsulation).
+    RoceV2,
+    /// Anything else (IB, RoCE v1).
+    Other,
+}
+
+/// A RoCE address vector, copied out of `struct rdma_ah_attr`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AhAttr {
+    pub(crate) port: u32,
+    pub(crate) sl: u8,
+    pub(crate) static_rate: u8,
+    /// Whether the global route header was given (always, for RoCE).
+    pub(crate) has_grh: bool,
+    /// Whether the attribute is of the RoCE type.
+    pub(crate) is_roce: bool,
+    pub(crate) dgid: [u8; 16],
+    pub(crate) sgid_index: u8,
+    pub(crate) flow_label: u32,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
+    pub(crate) dmac: [u8; 6],
+    /// The source GID and its type, if the core resolved one.
+    pub(crate) sgid: Option<([u8; 16], GidType)>,
+}
+
+impl AhAttr {
+    /// # Safety
+    ///
+    /// `a` must be a valid `rdma_ah_attr` whose `sgid_attr` is NULL or valid.
+    unsafe fn from_raw(a: &bindings::rdma_ah_attr) -> Self {
+        let is_roce = a.type_ == bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+        // SAFETY: The union holds the RoCE member for RoCE attributes; for
+        // any other type the bytes are only copied, never trusted.
+        let dmac = unsafe { a.__bindgen_anon_1.roce.dmac };
+        // SAFETY: `raw` covers the whole GID union.
+        let dgid = unsafe { a.grh.dgid.raw };
+        // SAFETY: Per the function's contract.
+        let sgid = unsafe { a.grh.sgid_attr.as_ref() }.map(|g| {
+            // SAFETY: As above.
+            let raw = unsafe { g.gid.raw };
+            let t = if g.gid_type == bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP {
+                GidType::RoceV2
+            } else {
+                GidType::Other
+            };
+            (raw, t)
+        });
+        Self {
+            port: a.port_num,
+            sl: a.sl,
+            static_rate: a.static_rate,
+            has_grh: u32::from(a.ah_flags) & bindings::ib_ah_flags_IB_AH_GRH != 0,
+            is_roce,
+            dgid,
+            sgid_index: a.grh.sgid_index,
+            flow_label: a.grh.flow_label,
+            hop_limit: a.grh.hop_limit,
+            traffic_class: a.grh.traffic_class,
+            dmac,
+            sgid,
+        }
+    }
+}
+
+/// An address handle of driver `T`.
+///
+/// # Invariants
+///
+/// `ib` is a live `ib_ah` of a device of `T`; `data` is initialised between
+/// `create_ah` and `destroy_ah`.
+#[repr(C)]
+pub(crate) struct Ah<T: Driver> {
+    ib: Opaque<bindings::ib_ah>,
+    data: T::Ah,
+}
+
+impl<T: Driver> Ah<T> {
+    /// The driver's data.
+    pub(crate) fn data(&self) -> &T::Ah {
+        &self.data
+    }
+
+    /// The device.
+    pub(crate) fn device(&self) -> &Device<T> {
+        // SAFETY: The core sets `device` before calling the driver; the
+        // device outlives its AHs.
+        unsafe { Device::from_raw((*self.ib.get()).device) }
+    }
+
+    pub(super) unsafe extern "C" fn create_cb(
+        ah: *mut bindings::ib_ah,
+        init: *mut bindings::rdma_ah_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core passes valid attributes.
+            let init = unsafe { &*init };
+            // SAFETY: As above.
+            let attr = unsafe { init.ah_attr.as_ref() }.ok_or(EINVAL)?;
+            // SAFETY: As above; `sgid_attr` is NULL or held by the core.
+            let attr = unsafe { AhAttr::from_raw(attr) };
+            let sleepable = init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
+            // SAFETY: The core passes NULL or the call's valid udata.
+            let udata = unsafe { UData::from_raw(udata) };
+            // SAFETY: The core set `device` on the zeroed allocation.
+            let dev = unsafe { Device::<T>::from_raw((*ah).device) };
+            let data = T::create_ah(dev, &attr, sleepable, udata.as_ref())?;
+            let this = ah.cast::<Self>();
+            // SAFETY: The container has room for `data` (`size_ib_ah`).
+            unsafe { addr_of_mut!((*this).data).write(data) };
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn destroy_cb(ah: *mut bindings::ib_ah, _flags: u32) -> c_int {
+        let this = ah.cast::<Self>();
+        // SAFETY: Called once, for an AH that `create_cb` initialised.
+        let data = unsafe { addr_of_mut!((*this).data).read() };
+        // SAFETY: As above.
+        let dev = unsafe { Device::<T>::from_raw((*ah).device) };
+        T::destroy_ah(dev, data);
+        0
+    }
+}
+
+/// Whether an allocation may sleep.
+pub(crate) fn flags_for(sleepable: bool) -> kernel::alloc::Flags {
+    if sleepable {
+        kernel::alloc::flags::GFP_KERNEL
+    } else {
+        kernel::alloc::flags::GFP_ATOMIC
+    }
+}

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues (`struct ib_cq`).
+
+use super::device::{Device, Driver};
+use super::udata::UData;
+use crate::bindings;
+use core::ptr::addr_of_mut;
+use kernel::error::{code::*, from_result};
+use kernel::init::PinInit;
+use kernel::ffi::c_int;
+use kernel::types::Opaque;
+
+/// Creation parameters (`struct ib_cq_init_attr`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CqInit {
+    /// Entries the caller wants room for.
+    pub(crate) cqe: u32,
+    /// The completion vector.
+    pub(crate) comp_vector: u32,
+    /// `IB_UVERBS_CQ_FLAGS_*`.
+    pub(crate) flags: u32,
+}
+
+/// What `ib_req_notify_cq` asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Notify {
+    /// The next completion of any kind.
+    NextCompletion,
+    /// The next solicited (or error) completion.
+    Solicited,
+}
+
+/// A completion queue of driver `T`.
+///
+/// # Invariants
+///
+/// `ib` is a live `ib_cq` of a device of `T`; `data` is initialised between
+/// `create_cq` and `destroy_cq`.
+#[repr(C)]
+pub(crate) struct Cq<T: Driver> {
+    ib: Opaque<bindings::ib_cq>,
+    data: T::Cq,
+}
+
+impl<T: Driver> Cq<T> {
+    /// The driver's data.
+    pub(crate) fn data(&self) -> &T::Cq {
+        &self.data
+    }
+
+    /// The device the CQ belongs to.
+    pub(crate) fn device(&self) -> &Device<T> {
+        // SAFETY: The core sets `device` before any driver call, and the
+        // device outlives its CQs.
+        unsafe { Device::from_raw((*self.ib.get()).device) }
+    }
+
+    /// Runs the consumer's completion handler (after a completion arrived
+    /// on an armed CQ). Must not be called with driver locks held that the
+    /// handler might take through a verb.
+    pub(crate) fn call_comp_handler(&self) {
+        // SAFETY: The CQ is live; the helper checks for a NULL handler.
+        unsafe { bindings::roxe_cq_comp(self.ib.get()) };
+    }
+
+    /// Reports `IB_EVENT_CQ_ERR` (overflow, or a corrupted ring).
+    pub(crate) fn report_error(&self) {
+        // SAFETY: The CQ is live; the helper checks for a NULL handler.
+        unsafe { bindings::roxe_dispatch_cq_event(self.ib.get(), bindings::ib_event_type_IB_EVENT_CQ_ERR) };
+    }
+
+    fn set_cqe(ib: *mut bindings::ib_cq, cqe: u32) {
+        // SAFETY: The core reads `cqe` only after create/resize return, and
+        // calls those one at a time per CQ.
+        unsafe { (*ib).cqe = i32::try_from(cqe).unwrap_or(i32::MAX) };
+    }
+
+    pub(super) unsafe extern "C" fn create_cb(
+        cq: *mut bindings::ib_cq,
+        attr: *const bindings::ib_cq_init_attr,
+        attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: NULL for kernel callers, else the call's bundle.
+            let udata = unsafe { UData::from_raw(bindings::roxe_attrs_udata(attrs)) };
+            // SAFETY: The core passes valid attributes.
+            let a = unsafe { &*attr };
+            let init = CqInit { cqe: a.cqe, comp_vector: a.comp_vector, flags: a.flags };
+            // SAFETY: The core set `device` on the zeroed allocation.
+            let dev = unsafe { Device::<T>::from_raw((*cq).device) };
+            let (data, cqe) = T::create_cq(dev, &init, udata.as_ref())?;
+            let this = cq.cast::<Self>();
+            // SAFETY: The container has room for `data` (`size_ib_cq`) and
+            // is pinned (the core never moves it). On error the initialiser
+            // cleans up after itself.
+            unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
+            Self::set_cqe(cq, cqe);
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn destroy_cb(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> c_int {
+        let this = cq.cast::<Self>();
+        // SAFETY: The core calls this once, for a CQ that `create_cb`
+        // initialised and that no QP uses any more (it checks `usecnt`).
+        T::destroy_cq(unsafe { &*this });
+        // SAFETY: As above; nothing uses the data after this.
+        unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
+        0
+    }
+
+    pub(super) unsafe extern "C" fn resize_cb(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_udata) -> c_int {
+        from_result(|| {
+            let cqe = u32::try_from(cqe).map_err(|_| EINVAL)?;
+            // SAFETY: The core passes NULL or the call's valid udata.
+            let udata = unsafe { UData::from_raw(udata) };
+            // SAFETY: The CQ is initialised; the core holds it.
+            let this = unsafe { &*cq.cast::<Self>() };
+            let n = T::resize_cq(this, cqe, udata.as_ref())?;
+            Self::set_cqe(cq, n);
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn req_notify_cb(cq: *mut bindings::ib_cq, flags: bindings::ib_cq_notify_flags) -> c_int {
+        from_result(|| {
+            let kind = match flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK {
+                bindings::ib_cq_notify_flags_IB_CQ_SOLICITED => Notify::Solicited,
+                bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP => Notify::NextCompletion,
+                _ => return Err(EINVAL),
+            };
+            let report_missed = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0;
+            // SAFETY: The CQ is initialised; the core holds it.
+            let this = unsafe { &*cq.cast::<Self>() };
+            let pending = T::req_notify_cq(this, kind)?;
+            Ok(if report_missed && pending { 1 } else { 0 })
+        })
+    }
+}

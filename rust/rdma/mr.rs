@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions (`struct ib_mr`). Unlike PDs and CQs, MRs are allocated
+//! by the driver: here as a `KBox<Mr<T>>` whose first field is the C struct.
+
+use super::device::{Device, Driver};
+use super::pd::Pd;
+use super::udata::UData;
+use crate::bindings;
+use kernel::alloc::{flags::GFP_KERNEL, KBox};
+use kernel::error::{Error, Result};
+use kernel::ffi::c_int;
+use kernel::types::Opaque;
+
+/// The keys and extent the RDMA core records for an MR.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MrInfo {
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
+}
+
+/// Arguments of `reg_user_mr`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UserMrArgs {
+    /// User virtual address of the buffer.
+    pub(crate) start: u64,
+    /// Length in bytes.
+    pub(crate) length: u64,
+    /// The address remote peers use for the buffer's first byte.
+    pub(crate) iova: u64,
+    /// `IB_ACCESS_*`.
+    pub(crate) access: u32,
+}
+
+/// A memory region of driver `T`.
+///
+/// # Invariants
+///
+/// `ib` is the `ib_mr` the core knows; `data` is initialised while the
+/// `KBox` lives.
+#[repr(C)]
+pub(crate) struct Mr<T: Driver> {
+    ib: Opaque<bindings::ib_mr>,
+    data: T::Mr,
+}
+
+fn err_ptr<P>(e: Error) -> *mut P {
+    // CAST: `ERR_PTR`: a small negative errno stored in a pointer.
+    e.to_errno() as isize as *mut P
+}
+
+impl<T: Driver> Mr<T> {
+    /// The driver's data.
+    pub(crate) fn data(&self) -> &T::Mr {
+        &self.data
+    }
+
+    /// The device.
+    pub(crate) fn device(&self) -> &Device<T> {
+        // SAFETY: The core sets `device` after creation; the device
+        // outlives its MRs.
+        unsafe { Device::from_raw((*self.ib.get()).device) }
+    }
+
+    fn publish(data: T::Mr, info: MrInfo) -> Result<*mut bindings::ib_mr> {
+        let b = KBox::new(Mr::<T> { ib: Opaque::uninit(), data }, GFP_KERNEL)?;
+        let raw = KBox::into_raw(b);
+        // SAFETY: `raw` is a fresh allocation; the core fills `device`,
+        // `pd`, `type` and the rest after we return, but expects zeroed
+        // memory with the keys and extent set.
+        unsafe {
+            let ib = (*raw).ib.get();
+            core::ptr::write_bytes(ib, 0, 1);
+            (*ib).lkey = info.lkey;
+            (*ib).rkey = info.rkey;
+            (*ib).iova = info.iova;
+            (*ib).length = info.length;
+            (*ib).page_size = kernel::page::PAGE_SIZE as u32;
+        }
+        Ok(raw.cast())
+    }
+
+    pub(super) unsafe extern "C" fn get_dma_cb(pd: *mut bindings::ib_pd, access: c_int) -> *mut bindings::ib_mr {
+        // SAFETY: The core passes a live PD of this device.
+        let pd = unsafe { Pd::<T>::from_raw(pd) };
+        match T::get_dma_mr(pd, access as u32).and_then(|(d, i)| Self::publish(d, i)) {
+            Ok(p) => p,
+            Err(e) => err_ptr(e),
+        }
+    }
+
+    pub(super) unsafe extern "C" fn reg_user_cb(
+        pd: *mut bindings::ib_pd,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: c_int,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        // SAFETY: The core passes a live PD of this device.
+        let pd = unsafe { Pd::<T>::from_raw(pd) };
+        // SAFETY: The core passes NULL or the call's valid udata.
+        let udata = unsafe { UData::from_raw(udata) };
+        let args = UserMrArgs { start, length, iova, access: access as u32 };
+        match T::reg_user_mr(pd, &args, udata.as_ref()).and_then(|(d, i)| Self::publish(d, i)) {
+            Ok(p) => p,
+            Err(e) => err_ptr(e),
+        }
+    }
+
+    pub(super) unsafe extern "C" fn dereg_cb(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> c_int {
+        let this = mr.cast::<Self>();
+        // SAFETY: `mr` came from `publish` and the core calls dereg once,
+        // when no MW or WR references it any more.
+        let r = T::dereg_mr(unsafe { &*this });
+        if let Err(e) = r {
+            return e.to_errno();
+        }
+        // SAFETY: As above; nothing uses the MR from now on.
+        drop(unsafe { KBox::from_raw(this) });
+        0
+    }
+}
+

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The driver-specific part of a verbs command (`struct ib_udata`).
+//!
+//! Everything here comes from user space and is untrusted: lengths are
+//! checked before any copy, and input the driver does not define must be
+//! absent or zero.
+
+use crate::bindings;
+use core::mem::size_of;
+use kernel::error::{code::*, Result};
+
+/// Plain data shared with user space byte for byte: in responses and in
+/// ring slots.
+///
+/// # Safety
+///
+/// The type must have no padding bytes and no pointers (so copying it out
+/// leaks nothing), accept any bit pattern (so reading what user space wrote
+/// is sound), and have an alignment of at most 8.
+pub(crate) unsafe trait Plain: Copy {}
+
+// SAFETY: `#[repr(C)]` structs of integer fields with no padding; the uapi
+// crate pins their layout with compile-time assertions.
+unsafe impl Plain for crate::uapi::CreateCqResp {}
+// SAFETY: As above.
+unsafe impl Plain for crate::uapi::CreateAhResp {}
+// SAFETY: As above.
+unsafe impl Plain for crate::uapi::Cqe {}
+
+/// The user part of a verbs call.
+///
+/// # Invariants
+///
+/// `raw` points to a valid `ib_udata` for the duration of the verb call,
+/// whose buffers are user-space addresses of the given lengths.
+pub(crate) struct UData<'a> {
+    raw: &'a bindings::ib_udata,
+}
+
+impl<'a> UData<'a> {
+    /// Wraps the `udata` the RDMA core passed to a verb; `None` for calls
+    /// from kernel consumers.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be NULL or a valid `ib_udata` that outlives `'a`.
+    pub(crate) unsafe fn from_raw(raw: *mut bindings::ib_udata) -> Option<Self> {
+        // SAFETY: Per the function's contract.
+        unsafe { raw.as_ref() }.map(|raw| Self { raw })
+    }
+
+    /// The ucontext of the calling process.
+    pub(super) fn ucontext_raw(&self) -> Option<*mut bindings::ib_ucontext> {
+        let p = (self.raw as *const bindings::ib_udata).cast_mut();
+        // SAFETY: A non-NULL `udata` always sits in a `uverbs_attr_bundle`.
+        let ctx = unsafe { bindings::roxe_udata_ucontext(p) };
+        (!ctx.is_null()).then_some(ctx)
+    }
+
+    /// Bytes of driver input.
+    pub(crate) fn inlen(&self) -> usize {
+        self.raw.inlen
+    }
+
+    /// Bytes of room for the driver response.
+    pub(crate) fn outlen(&self) -> usize {
+        self.raw.outlen
+    }
+
+    /// Fails unless every input byte is zero: the verb defines no driver
+    /// input, and anything else may be a newer ABI we do not understand.
+    pub(crate) fn expect_no_input(&self) -> Result {
+        if self.raw.inlen == 0 {
+            return Ok(());
+        }
+        let p = (self.raw as *const bindings::ib_udata).cast_mut();
+        // SAFETY: `p` is valid by the type invariant; the helper reads the
+        // user buffer with `copy_from_user` and checks its length.
+        if unsafe { bindings::roxe_udata_is_cleared(p, 0, self.raw.inlen) } {
+            Ok(())
+        } else {
+            Err(super::errno::eopnotsupp())
+        }
+    }
+
+    /// Copies `resp` to the response buffer. Fails with `EINVAL` if user
+    /// space left too little room, `EFAULT` if the copy faults.
+    pub(crate) fn respond<T: Plain>(&self, resp: &T) -> Result {
+        let len = size_of::<T>();
+        if self.raw.outlen < len {
+            return Err(EINVAL);
+        }
+        // SAFETY: `outbuf` is a user address with at least `len` bytes of
+        // room (checked above); `resp` is `len` readable bytes and, being
+        // `Response`, has no padding.
+        let left = unsafe {
+            bindings::roxe_copy_to_user(self.raw.outbuf, (resp as *const T).cast(), len as _)
+        };
+        if left != 0 {
+            return Err(EFAULT);
+        }
+        Ok(())
+    }
+}
