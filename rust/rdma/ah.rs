@@ -43,7 +43,7 @@ impl AhAttr {
     /// # Safety
     ///
     /// `a` must be a valid `rdma_ah_attr` whose `sgid_attr` is NULL or valid.
-    unsafe fn from_raw(a: &bindings::rdma_ah_attr) -> Self {
+    pub(super) unsafe fn from_raw(a: &bindings::rdma_ah_attr) -> Self {
         let is_roce = a.type_ == bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
         // SAFETY: The union holds the RoCE member for RoCE attributes; for
         // any other type the bytes are only copied, never trusted.
@@ -75,6 +75,25 @@ impl AhAttr {
             dmac,
             sgid,
         }
+    }
+}
+
+impl AhAttr {
+    /// Writes the attribute back for a query (without a source GID
+    /// reference, which the querying core code does not need).
+    pub(crate) fn write_to(&self, a: &mut bindings::rdma_ah_attr) {
+        a.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+        a.port_num = self.port;
+        a.sl = self.sl;
+        a.static_rate = self.static_rate;
+        a.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
+        a.grh.dgid.raw = self.dgid;
+        a.grh.sgid_index = self.sgid_index;
+        a.grh.flow_label = self.flow_label;
+        a.grh.hop_limit = self.hop_limit;
+        a.grh.traffic_class = self.traffic_class;
+        a.grh.sgid_attr = core::ptr::null();
+        a.__bindgen_anon_1.roce.dmac = self.dmac;
     }
 }
 

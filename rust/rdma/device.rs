@@ -14,6 +14,7 @@ use super::attr::{DeviceAttr, PortAttr, PortImmutable};
 use super::cq::{Cq, CqInit, Notify};
 use super::mr::{Mr, MrInfo, UserMrArgs};
 use super::pd::Pd;
+use super::qp::{NewQp, Qp, QpAttr, QpCap, QpInit};
 use super::sysfs::{Buffer, MAX_ATTRS};
 use super::udata::UData;
 use crate::bindings;
@@ -113,6 +114,30 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// Destroys an AH.
     fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);
+
+    /// Per-QP state; dropped when the QP is destroyed.
+    type Qp: Send + Sync;
+
+    /// Creates a QP. Returns the initialiser of its state, the queue sizes
+    /// actually granted, and the QP number.
+    fn create_qp(
+        qp: &NewQp<'_, Self>,
+        init: &QpInit,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<Self::Qp, Error>, QpCap, u32)>;
+
+    /// Changes QP attributes and state; `mask` says which fields of `attr`
+    /// are meant.
+    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: u32, udata: Option<&UData<'_>>) -> Result;
+
+    /// Reports the QP's attributes and whether every send is signalled.
+    fn query_qp(qp: &Qp<Self>) -> Result<(QpAttr, bool)>;
+
+    /// Called just before a QP's state is dropped.
+    fn destroy_qp(qp: &Qp<Self>);
+
+    /// User space rang the send doorbell: work is waiting in the SQ ring.
+    fn doorbell(qp: &Qp<Self>) -> Result;
 }
 
 /// Fixed identity of a new device.
@@ -474,6 +499,12 @@ impl<T: Driver> NewDevice<T> {
         ops.create_user_ah = Some(Ah::<T>::create_cb);
         ops.destroy_ah = Some(Ah::<T>::destroy_cb);
         ops.size_ib_ah = size_of::<Ah<T>>();
+        ops.create_qp = Some(Qp::<T>::create_cb);
+        ops.modify_qp = Some(Qp::<T>::modify_cb);
+        ops.query_qp = Some(Qp::<T>::query_cb);
+        ops.destroy_qp = Some(Qp::<T>::destroy_cb);
+        ops.post_send = Some(Qp::<T>::post_send_cb);
+        ops.size_ib_qp = size_of::<Qp<T>>();
 
         // SAFETY: We own the unregistered device; `ib_set_device_ops`
         // copies `ops`, and the device fields are plain data.

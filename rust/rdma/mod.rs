@@ -14,6 +14,7 @@ pub(crate) mod device;
 pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod pd;
+pub(crate) mod qp;
 pub(crate) mod random;
 pub(crate) mod ring;
 pub(crate) mod sysfs;

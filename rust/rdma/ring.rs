@@ -67,16 +67,18 @@ enum Owner {
     User(NonNull<MmapEntry>),
 }
 
-/// A ring of `S` slots.
+/// A ring whose slots start with an `S` and are `slot_size` bytes long.
 ///
 /// # Invariants
 ///
 /// `base` points to `size` bytes of ring memory that `owner` keeps alive
-/// for the lifetime of `self`; `size` covers the header and every slot.
+/// for the lifetime of `self`; `size` covers the header and every slot;
+/// `slot_size` is at least `size_of::<S>()` and a multiple of 8.
 pub(crate) struct Ring<S: Plain> {
     owner: Owner,
     base: NonNull<u8>,
     size: usize,
+    slot_size: usize,
     geometry: Geometry,
     _p: PhantomData<S>,
 }
@@ -88,25 +90,28 @@ unsafe impl<S: Plain> Send for Ring<S> {}
 unsafe impl<S: Plain> Sync for Ring<S> {}
 
 impl<S: Plain> Ring<S> {
-    fn bytes(geometry: Geometry) -> Result<usize> {
+    fn bytes(geometry: Geometry, slot_size: usize) -> Result<usize> {
+        if slot_size < size_of::<S>() || slot_size % 8 != 0 {
+            return Err(EINVAL);
+        }
         geometry
-            .mapping_size(RING_HEADER_SIZE, size_of::<S>(), PAGE_SIZE)
+            .mapping_size(RING_HEADER_SIZE, slot_size, PAGE_SIZE)
             .ok_or(EINVAL)
     }
 
-    /// A ring used only inside the kernel.
-    pub(crate) fn new_kernel(geometry: Geometry) -> Result<Self> {
-        let size = Self::bytes(geometry)?;
+    /// A ring used only inside the kernel, with `slot_size`-byte slots.
+    pub(crate) fn new_kernel(geometry: Geometry, slot_size: usize) -> Result<Self> {
+        let size = Self::bytes(geometry, slot_size)?;
         let mem = VmallocUser::new(size)?;
         let base = mem.ptr;
         // INVARIANT: `mem` is `size` bytes and owned by `owner`.
-        Ok(Self { owner: Owner::Kernel(mem), base, size, geometry, _p: PhantomData })
+        Ok(Self { owner: Owner::Kernel(mem), base, size, slot_size, geometry, _p: PhantomData })
     }
 
     /// A ring that the process behind `udata` may map.
-    pub(crate) fn new_user(udata: &UData<'_>, geometry: Geometry) -> Result<Self> {
+    pub(crate) fn new_user(udata: &UData<'_>, geometry: Geometry, slot_size: usize) -> Result<Self> {
         let ctx = udata.ucontext_raw().ok_or(EINVAL)?;
-        let size = Self::bytes(geometry)?;
+        let size = Self::bytes(geometry, slot_size)?;
         let mem = VmallocUser::new(size)?;
         let base = mem.ptr;
         let entry = KBox::new(MmapEntry { entry: Opaque::uninit(), mem }, GFP_KERNEL)?;
@@ -125,7 +130,7 @@ impl<S: Plain> Ring<S> {
         // SAFETY: `entry` is non-null (from `KBox::into_raw`).
         let entry = unsafe { NonNull::new_unchecked(entry) };
         // INVARIANT: the inserted entry owns `mem` until we remove it.
-        Ok(Self { owner: Owner::User(entry), base, size, geometry, _p: PhantomData })
+        Ok(Self { owner: Owner::User(entry), base, size, slot_size, geometry, _p: PhantomData })
     }
 
     /// The offset and length user space passes to `mmap`, for a user ring.
@@ -143,6 +148,11 @@ impl<S: Plain> Ring<S> {
     /// The ring's shape.
     pub(crate) fn geometry(&self) -> Geometry {
         self.geometry
+    }
+
+    /// Bytes per slot.
+    pub(crate) fn slot_size(&self) -> usize {
+        self.slot_size
     }
 
     fn index(&self, offset: usize) -> &AtomicU32 {
@@ -173,27 +183,41 @@ impl<S: Plain> Ring<S> {
         self.index(offset_of!(RingHeader, consumer)).store(v, Ordering::Release)
     }
 
-    fn slot_ptr(&self, index: u32) -> *mut S {
+    fn slot_ptr(&self, index: u32) -> *mut u8 {
         let slot = self.geometry.slot(index) as usize;
         // The geometry masks the index, and `size` covers every slot.
-        let off = RING_HEADER_SIZE + slot * size_of::<S>();
-        debug_assert!(off + size_of::<S>() <= self.size);
+        let off = RING_HEADER_SIZE + slot * self.slot_size;
+        debug_assert!(off + self.slot_size <= self.size);
         // SAFETY: In bounds of the allocation, as computed above.
-        unsafe { self.base.as_ptr().add(off).cast::<S>() }
+        unsafe { self.base.as_ptr().add(off) }
+    }
+
+    /// Reads a `U` at byte `offset` within the slot that `index` names, or
+    /// `None` if it would not fit inside the slot. User space may have
+    /// written anything there; `U` accepts any bits.
+    pub(crate) fn read_at<U: Plain>(&self, index: u32, offset: usize) -> Option<U> {
+        let end = offset.checked_add(size_of::<U>())?;
+        if end > self.slot_size || offset % core::mem::align_of::<U>() != 0 {
+            return None;
+        }
+        // SAFETY: In bounds of the slot (checked above), and aligned: slots
+        // start 8-aligned and `offset` is a multiple of `U`'s alignment.
+        Some(unsafe { self.slot_ptr(index).add(offset).cast::<U>().read_volatile() })
     }
 
     /// Writes the slot that `index` names.
     pub(crate) fn write(&self, index: u32, value: S) {
-        // SAFETY: The slot is in bounds and suitably aligned (slots follow a
-        // 128-byte header, and `S` is at most 8-aligned, see `Plain`).
-        unsafe { self.slot_ptr(index).write_volatile(value) };
+        // SAFETY: The slot is in bounds, holds at least an `S`, and is
+        // suitably aligned (slots follow a 128-byte header, their size is a
+        // multiple of 8, and `S` is at most 8-aligned, see `Plain`).
+        unsafe { self.slot_ptr(index).cast::<S>().write_volatile(value) };
     }
 
     /// Reads the slot that `index` names. User space may have written
     /// anything there; `S` accepts any bits.
     pub(crate) fn read(&self, index: u32) -> S {
         // SAFETY: In bounds and aligned as in `write`; `S: Plain`.
-        unsafe { self.slot_ptr(index).read_volatile() }
+        unsafe { self.slot_ptr(index).cast::<S>().read_volatile() }
     }
 }
 

@@ -27,6 +27,16 @@ unsafe impl Plain for crate::uapi::CreateCqResp {}
 unsafe impl Plain for crate::uapi::CreateAhResp {}
 // SAFETY: As above.
 unsafe impl Plain for crate::uapi::Cqe {}
+// SAFETY: As above.
+unsafe impl Plain for crate::uapi::CreateQpResp {}
+// SAFETY: As above.
+unsafe impl Plain for crate::uapi::CreateSrqResp {}
+// SAFETY: As above.
+unsafe impl Plain for crate::uapi::SendWqe {}
+// SAFETY: As above.
+unsafe impl Plain for crate::uapi::RecvWqe {}
+// SAFETY: As above.
+unsafe impl Plain for crate::uapi::Sge {}
 
 /// The user part of a verbs call.
 ///

@@ -12,4 +12,6 @@
 
 pub mod access;
 pub mod mtu;
+pub mod qp;
 pub mod ring;
+pub mod wr;

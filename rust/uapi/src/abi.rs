@@ -140,6 +140,105 @@ pub struct CreateAhResp {
     pub _reserved: u32,
 }
 
+/// Where one ring of a QP or SRQ is mapped, and its shape.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingInfo {
+    /// Offset to pass to `mmap` on the verbs command fd.
+    pub mmap_offset: u64,
+    /// Length of the mapping in bytes.
+    pub mmap_size: u64,
+    /// Slots in the ring, a power of two.
+    pub num_slots: u32,
+    /// Bytes per slot (a multiple of 64).
+    pub slot_size: u32,
+}
+
+/// Driver part of the `ibv_cmd_create_qp` response. A ring whose
+/// `num_slots` is 0 does not exist (the RQ of a QP on an SRQ).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateQpResp {
+    /// The send queue: user space produces [`SendWqe`]s, the kernel consumes.
+    pub sq: RingInfo,
+    /// The receive queue: user space produces [`RecvWqe`]s, the kernel consumes.
+    pub rq: RingInfo,
+}
+
+/// Driver part of the `ibv_cmd_create_srq` response.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateSrqResp {
+    /// The shared receive queue ring.
+    pub rq: RingInfo,
+    /// The SRQ number.
+    pub srq_num: u32,
+    /// Must be zero.
+    pub _reserved: u32,
+}
+
+/// A scatter/gather element (`struct ibv_sge`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// Virtual address in the MR.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// The MR's lkey.
+    pub lkey: u32,
+}
+
+/// The fixed part of a send work request in an SQ slot. `num_sge` [`Sge`]s,
+/// or `inline_len` bytes of inline data (with `IBV_SEND_INLINE`), follow it
+/// in the same slot. Field values are those of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendWqe {
+    /// The work request id.
+    pub wr_id: u64,
+    /// `enum ibv_wr_opcode`.
+    pub opcode: u32,
+    /// `IBV_SEND_*`.
+    pub send_flags: u32,
+    /// Immediate data (network byte order) or the rkey to invalidate.
+    pub imm_data: u32,
+    /// Number of [`Sge`]s that follow.
+    pub num_sge: u32,
+    /// Bytes of inline data that follow (with `IBV_SEND_INLINE`).
+    pub inline_len: u32,
+    /// Remote key (RDMA, atomics) or the key for MW binds and local
+    /// invalidates.
+    pub rkey: u32,
+    /// Remote address (RDMA, atomics).
+    pub remote_addr: u64,
+    /// Compare or add operand (atomics).
+    pub compare_add: u64,
+    /// Swap operand (atomic compare-and-swap).
+    pub swap: u64,
+    /// UD: the AH number from [`CreateAhResp`].
+    pub ah_num: u32,
+    /// UD: the destination QP number.
+    pub remote_qpn: u32,
+    /// UD: the destination Q_Key.
+    pub remote_qkey: u32,
+    /// Must be zero.
+    pub _reserved: u32,
+}
+
+/// The fixed part of a receive work request in an RQ or SRQ slot; `num_sge`
+/// [`Sge`]s follow it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecvWqe {
+    /// The work request id.
+    pub wr_id: u64,
+    /// Number of [`Sge`]s that follow.
+    pub num_sge: u32,
+    /// Must be zero.
+    pub _reserved: u32,
+}
+
 /// Compile-time layout checks: the module and the provider are built by
 /// different compilers for different targets, so the layout is pinned here.
 const _: () = {
@@ -157,4 +256,12 @@ const _: () = {
     assert!(offset_of!(Cqe, _reserved) == 48);
     assert!(size_of::<CreateCqResp>() == 24);
     assert!(size_of::<CreateAhResp>() == 8);
+    assert!(size_of::<RingInfo>() == 24);
+    assert!(size_of::<CreateQpResp>() == 48);
+    assert!(size_of::<CreateSrqResp>() == 32);
+    assert!(size_of::<Sge>() == 16);
+    assert!(size_of::<SendWqe>() == 72);
+    assert!(offset_of!(SendWqe, remote_addr) == 32);
+    assert!(offset_of!(SendWqe, ah_num) == 56);
+    assert!(size_of::<RecvWqe>() == 16);
 };

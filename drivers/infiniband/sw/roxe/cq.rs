@@ -48,8 +48,8 @@ pub(crate) enum PushError {
 
 fn ring_for(udata: Option<&UData<'_>>, geometry: Geometry) -> Result<Ring<Cqe>> {
     match udata {
-        Some(u) => Ring::new_user(u, geometry),
-        None => Ring::new_kernel(geometry),
+        Some(u) => Ring::new_user(u, geometry, size_of::<Cqe>()),
+        None => Ring::new_kernel(geometry, size_of::<Cqe>()),
     }
 }
 

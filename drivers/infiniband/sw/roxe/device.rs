@@ -10,7 +10,11 @@ use crate::rdma::link::LinkOps;
 use crate::rdma::sysfs::Buffer;
 use crate::cq::{self, RoxeCq};
 use crate::ah::{self, AhInfo, RoxeAh};
-use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_PD};
+use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_PD, MAX_QP, MAX_QP_RD_ATOM, MAX_QP_WR};
+use crate::proto::wr::MAX_SGE;
+use crate::qp::{self, RoxeQp};
+use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit};
+use core::sync::atomic::AtomicBool;
 use crate::rdma::ah::AhAttr;
 use crate::mr::{self, RoxeMr};
 use crate::rdma::mr::{Mr, MrInfo, UserMrArgs};
@@ -65,6 +69,12 @@ pub(crate) struct RoxeDev {
     /// Live AHs by number.
     #[pin]
     pub(crate) ah_table: Table<AhInfo>,
+    pub(crate) qps: Budget,
+    /// Live QPs by table index (QPN = index + 15).
+    #[pin]
+    pub(crate) qp_table: Table<()>,
+    /// Whether the GSI QP (QP1) exists.
+    pub(crate) gsi_taken: AtomicBool,
 }
 
 impl Driver for Roxe {
@@ -87,6 +97,14 @@ impl Driver for Roxe {
             max_cqe: MAX_CQE,
             max_mr: MAX_MR,
             max_ah: MAX_AH,
+            max_qp: MAX_QP,
+            max_qp_wr: MAX_QP_WR,
+            max_send_sge: MAX_SGE,
+            max_recv_sge: MAX_SGE,
+            max_sge_rd: MAX_SGE,
+            max_qp_rd_atom: MAX_QP_RD_ATOM,
+            max_qp_init_rd_atom: MAX_QP_RD_ATOM,
+            max_res_rd_atom: MAX_QP_RD_ATOM * MAX_QP,
             max_mr_size: MAX_MR_SIZE,
             page_size_cap: kernel::page::PAGE_SIZE as u64,
             max_pkeys: 1,
@@ -204,6 +222,32 @@ impl Driver for Roxe {
     fn destroy_ah(dev: &Device<Self>, a: RoxeAh) {
         ah::destroy(dev, a)
     }
+
+    type Qp = RoxeQp;
+
+    fn create_qp(
+        qp: &NewQp<'_, Self>,
+        init: &QpInit,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<RoxeQp, Error>, QpCap, u32)> {
+        qp::create(qp, init, udata)
+    }
+
+    fn modify_qp(q: &Qp<Self>, attr: &QpAttr, mask: u32, udata: Option<&UData<'_>>) -> Result {
+        qp::modify(q, attr, mask, udata)
+    }
+
+    fn query_qp(q: &Qp<Self>) -> Result<(QpAttr, bool)> {
+        qp::query(q)
+    }
+
+    fn destroy_qp(q: &Qp<Self>) {
+        qp::destroy(q)
+    }
+
+    fn doorbell(q: &Qp<Self>) -> Result {
+        qp::doorbell(q)
+    }
 }
 
 /// `rdma link add NAME type roxe netdev DEV`.
@@ -239,6 +283,9 @@ impl LinkOps for Link {
                 mr_table <- Table::new(MAX_MR),
                 ahs: Budget::new(MAX_AH),
                 ah_table <- Table::new(MAX_AH),
+                qps: Budget::new(MAX_QP),
+                qp_table <- Table::new(MAX_QP),
+                gsi_taken: AtomicBool::new(false),
             }? Error),
         )?;
         new.set_netdev(ndev, PORT)?;

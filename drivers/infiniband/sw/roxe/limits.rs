@@ -21,6 +21,12 @@ pub(crate) const MAX_MR: u32 = 1 << 20;
 pub(crate) const MAX_MR_SIZE: u64 = 1 << 40;
 /// Address handles per device (rxe: 0x3fff).
 pub(crate) const MAX_AH: u32 = 0x3fff;
+/// Queue pairs per device (rxe: 2^20 - 16); QPNs run from 16 to 2^20 - 1.
+pub(crate) const MAX_QP: u32 = (1 << 20) - 16;
+/// Work requests per queue (rxe: 2^20).
+pub(crate) const MAX_QP_WR: u32 = 1 << 20;
+/// Outstanding RDMA Reads and atomics per QP (rxe: 128).
+pub(crate) const MAX_QP_RD_ATOM: u32 = 128;
 /// Slots in the largest CQ ring.
 pub(crate) const MAX_CQ_SLOTS: u32 = MAX_CQE + 1;
 

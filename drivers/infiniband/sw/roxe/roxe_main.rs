@@ -28,7 +28,9 @@ mod rdma;
 mod proto {
     pub(crate) mod access;
     pub(crate) mod mtu;
+    pub(crate) mod qp;
     pub(crate) mod ring;
+    pub(crate) mod wr;
 }
 
 // The user/kernel ABI, shared with the user-space provider.
@@ -50,6 +52,8 @@ mod mr;
 mod netevent;
 #[deny(unsafe_code)]
 mod pd;
+#[deny(unsafe_code)]
+mod qp;
 #[deny(unsafe_code)]
 mod table;
 

@@ -1,0 +1,484 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: creation with send and receive rings (mapped into user
+//! space for user QPs), the IBTA state machine with per-transition
+//! attribute checks, validation of what user space puts in the rings, and
+//! flushing of outstanding work on entry to ERR.
+//!
+//! Moving data is the data path's job (issue 4). Until it exists, valid
+//! send work requests stay queued in the ring; they are flushed when the
+//! QP enters ERR.
+
+use crate::cq;
+use crate::device::{Roxe, PORT};
+use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
+use crate::proto::mtu::IbMtu;
+use crate::proto::qp::{self as qpx, State};
+use crate::proto::ring::Geometry;
+use crate::proto::wr::{SendOp, Transport, WcOp, WcStatus, MAX_INLINE, MAX_SGE};
+use crate::rdma::ah::{AhAttr, GidType};
+use crate::rdma::errno::eopnotsupp;
+use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType};
+use crate::rdma::ring::Ring;
+use crate::rdma::udata::UData;
+use crate::uapi::{CreateQpResp, Cqe, RecvWqe, RingInfo, SendWqe};
+use kernel::error::code::{EBUSY, EINVAL};
+use kernel::new_spinlock;
+use kernel::prelude::*;
+use kernel::sync::SpinLock;
+
+/// The QP number of the general services QP.
+const GSI_QPN: u32 = 1;
+/// QPNs below this are reserved; table index 1 maps to this QPN.
+const FIRST_QPN: u32 = 16;
+
+/// Per-QP state.
+#[pin_data]
+pub(crate) struct RoxeQp {
+    qp_type: QpType,
+    sig_all: bool,
+    cap: QpCap,
+    /// Index in the device's QP table; 0 for the GSI QP.
+    index: u32,
+    sq: Ring<SendWqe>,
+    rq: Option<Ring<RecvWqe>>,
+    #[pin]
+    state: SpinLock<QpState>,
+}
+
+struct QpState {
+    attr: QpAttr,
+    /// The kernel's own consumer indices; the copies in the rings are only
+    /// ever written from these.
+    sq_consumer: u32,
+    rq_consumer: u32,
+}
+
+fn transport(t: QpType) -> Transport {
+    match t {
+        QpType::Rc => Transport::Rc,
+        QpType::Uc => Transport::Uc,
+        QpType::Ud | QpType::Gsi => Transport::Ud,
+    }
+}
+
+fn reset_attr(cap: QpCap) -> QpAttr {
+    QpAttr {
+        state: State::Reset,
+        cur_state: None,
+        path_mtu: IbMtu::Mtu1024.to_enum(),
+        qkey: 0,
+        rq_psn: 0,
+        sq_psn: 0,
+        dest_qp_num: 0,
+        access_flags: 0,
+        pkey_index: 0,
+        port: PORT,
+        en_sqd_async_notify: false,
+        max_rd_atomic: 0,
+        max_dest_rd_atomic: 0,
+        min_rnr_timer: 0,
+        timeout: 0,
+        retry_cnt: 0,
+        rnr_retry: 0,
+        av: None,
+        cap,
+    }
+}
+
+fn ring_info<S: crate::rdma::udata::Plain>(r: &Ring<S>) -> Result<RingInfo> {
+    let (mmap_offset, mmap_size) = r.mmap_info().ok_or(EINVAL)?;
+    Ok(RingInfo {
+        mmap_offset,
+        mmap_size,
+        num_slots: r.geometry().num_slots(),
+        // CAST: slot sizes are at most a few hundred bytes.
+        slot_size: r.slot_size() as u32,
+    })
+}
+
+fn new_ring<S: crate::rdma::udata::Plain>(
+    udata: Option<&UData<'_>>,
+    entries: u32,
+    slot_size: u32,
+) -> Result<Ring<S>> {
+    let g = Geometry::for_entries(entries, MAX_QP_WR).ok_or(EINVAL)?;
+    match udata {
+        Some(u) => Ring::new_user(u, g, slot_size as usize),
+        None => Ring::new_kernel(g, slot_size as usize),
+    }
+}
+
+pub(crate) fn create(
+    qp: &NewQp<'_, Roxe>,
+    init: &QpInit,
+    udata: Option<&UData<'_>>,
+) -> Result<(impl PinInit<RoxeQp, Error>, QpCap, u32)> {
+    if init.create_flags != 0 {
+        return Err(eopnotsupp());
+    }
+    if !qp.has_cqs(init.has_srq) {
+        return Err(EINVAL);
+    }
+    let c = init.cap;
+    if c.max_send_wr > MAX_QP_WR
+        || c.max_send_sge > MAX_SGE
+        || c.max_inline_data > MAX_INLINE
+        || (!init.has_srq && (c.max_recv_wr > MAX_QP_WR || c.max_recv_sge > MAX_SGE))
+    {
+        return Err(EINVAL);
+    }
+    if let Some(u) = udata {
+        u.expect_no_input()?;
+    }
+    let dev = qp.device().data();
+
+    // The GSI QP is QP1 and exists once per port, for kernel use only.
+    let is_gsi = init.qp_type == QpType::Gsi;
+    if is_gsi && (udata.is_some() || init.port != PORT) {
+        return Err(EINVAL);
+    }
+
+    let send_slot = qpx::send_slot_size(c.max_send_sge.max(1), c.max_inline_data).ok_or(EINVAL)?;
+    let sq: Ring<SendWqe> = new_ring(udata, c.max_send_wr, send_slot)?;
+    let rq: Option<Ring<RecvWqe>> = if init.has_srq {
+        None
+    } else {
+        let recv_slot = qpx::recv_slot_size(c.max_recv_sge.max(1)).ok_or(EINVAL)?;
+        Some(new_ring(udata, c.max_recv_wr, recv_slot)?)
+    };
+    let granted = QpCap {
+        max_send_wr: sq.geometry().num_slots(),
+        max_send_sge: qpx::send_sge_capacity(send_slot).min(MAX_SGE),
+        max_inline_data: qpx::send_inline_capacity(send_slot).min(MAX_INLINE),
+        max_recv_wr: rq.as_ref().map_or(0, |r| r.geometry().num_slots()),
+        max_recv_sge: rq
+            .as_ref()
+            .map_or(0, |r| qpx::recv_sge_capacity(r.slot_size() as u32).min(MAX_SGE)),
+    };
+    if let Some(u) = udata {
+        u.respond(&CreateQpResp {
+            sq: ring_info(&sq)?,
+            rq: match &rq {
+                Some(r) => ring_info(r)?,
+                None => RingInfo::default(),
+            },
+        })?;
+    }
+
+    let (index, qpn) = if is_gsi {
+        if dev.gsi_taken.swap(true, core::sync::atomic::Ordering::AcqRel) {
+            return Err(EBUSY);
+        }
+        (0, GSI_QPN)
+    } else {
+        dev.qps.take()?;
+        match dev.qp_table.insert(()) {
+            Ok(i) => (i, i + FIRST_QPN - 1),
+            Err(e) => {
+                dev.qps.give_back();
+                return Err(e);
+            }
+        }
+    };
+    let state = QpState { attr: reset_attr(granted), sq_consumer: 0, rq_consumer: 0 };
+    let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
+    Ok((
+        try_pin_init!(RoxeQp {
+            qp_type,
+            sig_all,
+            cap: granted,
+            index,
+            sq,
+            rq,
+            state <- new_spinlock!(state, "roxe_qp"),
+        }),
+        granted,
+        qpn,
+    ))
+}
+
+pub(crate) fn destroy(qp: &Qp<Roxe>) {
+    let this = qp.data();
+    let dev = qp.device().data();
+    if this.index == 0 {
+        dev.gsi_taken.store(false, core::sync::atomic::Ordering::Release);
+    } else {
+        dev.qp_table.remove(this.index);
+        dev.qps.give_back();
+    }
+}
+
+fn check_av(av: &Option<AhAttr>) -> Result {
+    let av = av.as_ref().ok_or(EINVAL)?;
+    if !av.is_roce || !av.has_grh || av.port != PORT {
+        return Err(EINVAL);
+    }
+    match av.sgid {
+        Some((_, GidType::RoceV2)) => Ok(()),
+        _ => Err(EINVAL),
+    }
+}
+
+/// Checks the individual attributes that `mask` selects.
+fn check_attrs(this: &RoxeQp, a: &QpAttr, m: u32) -> Result {
+    if m & (mask::CAP | mask::RATE_LIMIT | mask::ALT_PATH | mask::PATH_MIG_STATE) != 0 {
+        // Resizing queues, rate limits and path migration are not offered.
+        return Err(eopnotsupp());
+    }
+    let bad = (m & mask::PORT != 0 && a.port != PORT)
+        || (m & mask::PKEY_INDEX != 0 && a.pkey_index != 0)
+        || (m & mask::PATH_MTU != 0 && IbMtu::from_enum(a.path_mtu).is_none())
+        || (m & mask::MAX_QP_RD_ATOMIC != 0 && u32::from(a.max_rd_atomic) > MAX_QP_RD_ATOM)
+        || (m & mask::MAX_DEST_RD_ATOMIC != 0 && u32::from(a.max_dest_rd_atomic) > MAX_QP_RD_ATOM)
+        || (m & mask::TIMEOUT != 0 && a.timeout > 31)
+        || (m & mask::MIN_RNR_TIMER != 0 && a.min_rnr_timer > 31)
+        || (m & mask::RETRY_CNT != 0 && a.retry_cnt > 7)
+        || (m & mask::RNR_RETRY != 0 && a.rnr_retry > 7)
+        || (m & mask::DEST_QPN != 0 && a.dest_qp_num >= 1 << 24)
+        || (m & mask::ACCESS_FLAGS != 0
+            && a.access_flags
+                & !(crate::proto::access::LOCAL_WRITE
+                    | crate::proto::access::REMOTE_WRITE
+                    | crate::proto::access::REMOTE_READ
+                    | crate::proto::access::REMOTE_ATOMIC)
+                != 0);
+    if bad {
+        return Err(EINVAL);
+    }
+    if m & mask::AV != 0 {
+        if this.qp_type == QpType::Ud || this.qp_type == QpType::Gsi {
+            return Err(EINVAL);
+        }
+        check_av(&a.av)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>>) -> Result {
+    if let Some(u) = udata {
+        u.expect_no_input()?;
+    }
+    let this = qp.data();
+    check_attrs(this, a, m)?;
+    let mut st = this.state.lock();
+    let cur = if m & mask::CUR_STATE != 0 {
+        let claimed = a.cur_state.ok_or(EINVAL)?;
+        // Only the two states the IBTA lets a consumer name may differ
+        // from what the QP really is in.
+        if claimed != st.attr.state && !(claimed == State::Sqe || st.attr.state == State::Sqe) {
+            return Err(EINVAL);
+        }
+        st.attr.state
+    } else {
+        st.attr.state
+    };
+    let next = if m & mask::STATE != 0 { a.state } else { cur };
+    if !transition_ok(cur, next, this.qp_type, m) {
+        return Err(EINVAL);
+    }
+
+    let s = &mut st.attr;
+    if m & mask::PKEY_INDEX != 0 {
+        s.pkey_index = a.pkey_index;
+    }
+    if m & mask::PORT != 0 {
+        s.port = a.port;
+    }
+    if m & mask::QKEY != 0 {
+        s.qkey = a.qkey;
+    }
+    if m & mask::AV != 0 {
+        s.av = a.av;
+    }
+    if m & mask::PATH_MTU != 0 {
+        s.path_mtu = a.path_mtu;
+    }
+    if m & mask::TIMEOUT != 0 {
+        s.timeout = a.timeout;
+    }
+    if m & mask::RETRY_CNT != 0 {
+        s.retry_cnt = a.retry_cnt;
+    }
+    if m & mask::RNR_RETRY != 0 {
+        s.rnr_retry = a.rnr_retry;
+    }
+    if m & mask::RQ_PSN != 0 {
+        s.rq_psn = a.rq_psn & 0xff_ffff;
+    }
+    if m & mask::SQ_PSN != 0 {
+        s.sq_psn = a.sq_psn & 0xff_ffff;
+    }
+    if m & mask::MAX_QP_RD_ATOMIC != 0 {
+        s.max_rd_atomic = a.max_rd_atomic;
+    }
+    if m & mask::MAX_DEST_RD_ATOMIC != 0 {
+        s.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    }
+    if m & mask::MIN_RNR_TIMER != 0 {
+        s.min_rnr_timer = a.min_rnr_timer;
+    }
+    if m & mask::DEST_QPN != 0 {
+        s.dest_qp_num = a.dest_qp_num;
+    }
+    if m & mask::ACCESS_FLAGS != 0 {
+        s.access_flags = a.access_flags;
+    }
+    if m & mask::EN_SQD_ASYNC_NOTIFY != 0 {
+        s.en_sqd_async_notify = a.en_sqd_async_notify;
+    }
+    s.state = next;
+
+    match next {
+        State::Reset => {
+            // Outstanding work is discarded without completions.
+            discard(this, &mut st);
+            st.attr = reset_attr(this.cap);
+        }
+        State::Err if cur != State::Err => flush(qp, &mut st),
+        _ => {}
+    }
+    Ok(())
+}
+
+pub(crate) fn query(qp: &Qp<Roxe>) -> Result<(QpAttr, bool)> {
+    let this = qp.data();
+    let st = this.state.lock();
+    let mut a = st.attr;
+    a.cap = this.cap;
+    Ok((a, this.sig_all))
+}
+
+fn flush_cqe(qp_num: u32, wr_id: u64, opcode: WcOp) -> Cqe {
+    Cqe {
+        wr_id,
+        status: WcStatus::WrFlushErr as u32,
+        opcode: opcode as u32,
+        qp_num,
+        port_num: PORT as u8,
+        ..Cqe::default()
+    }
+}
+
+/// Drops outstanding work without completions (entry to RESET).
+fn discard(this: &RoxeQp, st: &mut QpState) {
+    // A corrupt producer index leaves the consumer where it is; user space
+    // sees its own garbage, the kernel reads nothing.
+    if this.sq.geometry().used(this.sq.producer(), st.sq_consumer).is_ok() {
+        st.sq_consumer = this.sq.producer();
+        this.sq.set_consumer(st.sq_consumer);
+    }
+    if let Some(rq) = &this.rq {
+        if rq.geometry().used(rq.producer(), st.rq_consumer).is_ok() {
+            st.rq_consumer = rq.producer();
+            rq.set_consumer(st.rq_consumer);
+        }
+    }
+}
+
+/// Completes every outstanding work request with a flush error.
+fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
+    let this = qp.data();
+    let qpn = qp.qp_num();
+    let prod = this.sq.producer();
+    if let (Ok(n), Some(scq)) = (this.sq.geometry().used(prod, st.sq_consumer), qp.send_cq()) {
+        for i in 0..n {
+            let w = this.sq.read(st.sq_consumer.wrapping_add(i));
+            let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
+            // A full CQ is reported by `push` itself (IB_EVENT_CQ_ERR).
+            let _ = cq::push(scq, flush_cqe(qpn, w.wr_id, op), false);
+        }
+        st.sq_consumer = prod;
+        this.sq.set_consumer(prod);
+    }
+    flush_rq(qp, st);
+}
+
+/// Completes every outstanding receive with a flush error.
+fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
+    let this = qp.data();
+    if let (Some(rq), Some(rcq)) = (&this.rq, qp.recv_cq()) {
+        let prod = rq.producer();
+        if let Ok(n) = rq.geometry().used(prod, st.rq_consumer) {
+            for i in 0..n {
+                let w = rq.read(st.rq_consumer.wrapping_add(i));
+                let _ = cq::push(rcq, flush_cqe(qp.qp_num(), w.wr_id, WcOp::Recv), false);
+            }
+            st.rq_consumer = prod;
+            rq.set_consumer(prod);
+        }
+    }
+}
+
+/// Why a send WQE is refused.
+fn check_send_wqe(this: &RoxeQp, w: &SendWqe) -> core::result::Result<(), WcStatus> {
+    let op = SendOp::from_raw(w.opcode).ok_or(WcStatus::LocQpOpErr)?;
+    if !op.allowed_on(transport(this.qp_type)) {
+        return Err(WcStatus::LocQpOpErr);
+    }
+    // IBV_SEND_INLINE
+    if w.send_flags & 8 != 0 {
+        if w.inline_len > this.cap.max_inline_data {
+            return Err(WcStatus::LocLenErr);
+        }
+    } else if w.num_sge > this.cap.max_send_sge {
+        return Err(WcStatus::LocLenErr);
+    }
+    Ok(())
+}
+
+/// Moves the QP to ERR from a path that found bad work: the offending WR
+/// completes with `status`, everything else is flushed.
+fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, wr_id: u64, op: WcOp, status: WcStatus) {
+    let this = qp.data();
+    if let Some(scq) = qp.send_cq() {
+        let cqe = Cqe { status: status as u32, ..flush_cqe(qp.qp_num(), wr_id, op) };
+        let _ = cq::push(scq, cqe, false);
+    }
+    st.sq_consumer = st.sq_consumer.wrapping_add(1);
+    this.sq.set_consumer(st.sq_consumer);
+    st.attr.state = State::Err;
+    flush(qp, st);
+}
+
+/// The send doorbell: checks every new WQE user space placed in the SQ.
+pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
+    let this = qp.data();
+    let mut st = this.state.lock();
+    let prod = this.sq.producer();
+    let pending = match this.sq.geometry().used(prod, st.sq_consumer) {
+        Ok(n) => n,
+        Err(_) => {
+            // An impossible producer index: the ring cannot be trusted.
+            if st.attr.state != State::Err {
+                st.attr.state = State::Err;
+                flush_rq(qp, &mut st);
+                drop(st);
+                qp.report_fatal();
+            }
+            return Err(EINVAL);
+        }
+    };
+    if st.attr.state == State::Err {
+        // Work posted to a QP in ERR completes with a flush error.
+        flush(qp, &mut st);
+        return Ok(());
+    }
+    if !st.attr.state.can_post_send() {
+        return Err(EINVAL);
+    }
+    for i in 0..pending {
+        let w = this.sq.read(st.sq_consumer.wrapping_add(i));
+        if let Err(status) = check_send_wqe(this, &w) {
+            // Everything before the bad WQE stays queued for the data path;
+            // the bad one completes in error and the QP enters ERR, which
+            // flushes the rest.
+            let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
+            st.sq_consumer = st.sq_consumer.wrapping_add(i);
+            fail_qp(qp, &mut st, w.wr_id, op, status);
+            return Ok(());
+        }
+    }
+    // Valid work waits here until the data path (issue 4) sends it.
+    Ok(())
+}

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work-request and work-completion codes, with the values of
+//! `enum ibv_wr_opcode`, `enum ibv_wc_opcode` and `enum ibv_wc_status`
+//! (the same numbers the kernel's `IB_WR_*`/`IB_WC_*` use).
+
+/// The QP types, as far as opcode rules go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram (including the GSI QP).
+    Ud,
+}
+
+/// Send work-request opcodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SendOp {
+    /// RDMA Write.
+    RdmaWrite = 0,
+    /// RDMA Write with immediate.
+    RdmaWriteImm = 1,
+    /// Send.
+    Send = 2,
+    /// Send with immediate.
+    SendImm = 3,
+    /// RDMA Read.
+    RdmaRead = 4,
+    /// Atomic compare and swap.
+    CmpSwap = 5,
+    /// Atomic fetch and add.
+    FetchAdd = 6,
+    /// Local invalidate.
+    LocalInv = 7,
+    /// Memory-window bind.
+    BindMw = 8,
+    /// Send with invalidate.
+    SendInv = 9,
+    /// Flush.
+    Flush = 14,
+    /// Atomic write.
+    AtomicWrite = 15,
+}
+
+impl SendOp {
+    /// Parses an opcode.
+    pub fn from_raw(v: u32) -> Option<SendOp> {
+        use SendOp::*;
+        Some(match v {
+            0 => RdmaWrite,
+            1 => RdmaWriteImm,
+            2 => Send,
+            3 => SendImm,
+            4 => RdmaRead,
+            5 => CmpSwap,
+            6 => FetchAdd,
+            7 => LocalInv,
+            8 => BindMw,
+            9 => SendInv,
+            14 => Flush,
+            15 => AtomicWrite,
+            _ => return None,
+        })
+    }
+
+    /// Whether a QP of transport `t` may post this opcode.
+    pub fn allowed_on(self, t: Transport) -> bool {
+        use SendOp::*;
+        match t {
+            Transport::Rc => true,
+            Transport::Uc => matches!(self, RdmaWrite | RdmaWriteImm | Send | SendImm | LocalInv | BindMw),
+            Transport::Ud => matches!(self, Send | SendImm),
+        }
+    }
+
+    /// The completion opcode a successful or flushed WR reports.
+    pub fn completion(self) -> WcOp {
+        use SendOp::*;
+        match self {
+            RdmaWrite | RdmaWriteImm => WcOp::RdmaWrite,
+            Send | SendImm | SendInv => WcOp::Send,
+            RdmaRead => WcOp::RdmaRead,
+            CmpSwap => WcOp::CompSwap,
+            FetchAdd => WcOp::FetchAdd,
+            LocalInv => WcOp::LocalInv,
+            BindMw => WcOp::BindMw,
+            Flush => WcOp::Flush,
+            AtomicWrite => WcOp::AtomicWrite,
+        }
+    }
+}
+
+/// Work-completion opcodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum WcOp {
+    /// A send completed.
+    Send = 0,
+    /// An RDMA Write completed.
+    RdmaWrite = 1,
+    /// An RDMA Read completed.
+    RdmaRead = 2,
+    /// A compare-and-swap completed.
+    CompSwap = 3,
+    /// A fetch-and-add completed.
+    FetchAdd = 4,
+    /// A memory-window bind completed.
+    BindMw = 5,
+    /// A local invalidate completed.
+    LocalInv = 6,
+    /// A flush completed.
+    Flush = 8,
+    /// An atomic write completed.
+    AtomicWrite = 9,
+    /// A receive completed.
+    Recv = 128,
+    /// A receive of an RDMA Write with immediate completed.
+    RecvRdmaImm = 129,
+}
+
+/// Work-completion status codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum WcStatus {
+    /// Success.
+    Success = 0,
+    /// Local length error.
+    LocLenErr = 1,
+    /// Local QP operation error (a malformed work request).
+    LocQpOpErr = 2,
+    /// Local protection error.
+    LocProtErr = 4,
+    /// Flushed because the QP is in the error state.
+    WrFlushErr = 5,
+    /// Memory-window bind error.
+    MwBindErr = 6,
+    /// Bad response.
+    BadRespErr = 7,
+    /// Local access error.
+    LocAccessErr = 8,
+    /// Remote invalid request.
+    RemInvReqErr = 9,
+    /// Remote access error.
+    RemAccessErr = 10,
+    /// Remote operational error.
+    RemOpErr = 11,
+    /// Transport retry counter exceeded.
+    RetryExcErr = 12,
+    /// RNR retry counter exceeded.
+    RnrRetryExcErr = 13,
+    /// General error.
+    GeneralErr = 21,
+}
+
+/// The largest number of SGEs a work request may carry.
+pub const MAX_SGE: u32 = 32;
+/// The largest inline payload of a send.
+pub const MAX_INLINE: u32 = 512;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcodes_round_trip() {
+        for v in 0..32 {
+            if let Some(op) = SendOp::from_raw(v) {
+                assert_eq!(op as u32, v);
+            }
+        }
+        assert_eq!(SendOp::from_raw(10), None); // TSO: raw packet QPs only
+        assert_eq!(SendOp::from_raw(11), None);
+        assert_eq!(SendOp::from_raw(u32::MAX), None);
+    }
+
+    #[test]
+    fn transport_rules() {
+        assert!(SendOp::Send.allowed_on(Transport::Ud));
+        assert!(!SendOp::RdmaWrite.allowed_on(Transport::Ud));
+        assert!(SendOp::RdmaWriteImm.allowed_on(Transport::Uc));
+        assert!(!SendOp::RdmaRead.allowed_on(Transport::Uc));
+        assert!(!SendOp::CmpSwap.allowed_on(Transport::Uc));
+        assert!(SendOp::AtomicWrite.allowed_on(Transport::Rc));
+    }
+
+    #[test]
+    fn completions() {
+        assert_eq!(SendOp::SendInv.completion(), WcOp::Send);
+        assert_eq!(SendOp::RdmaWriteImm.completion(), WcOp::RdmaWrite);
+        assert_eq!(WcOp::Recv as u32, 128);
+        assert_eq!(WcStatus::WrFlushErr as u32, 5);
+    }
+}

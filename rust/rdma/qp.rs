@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs (`struct ib_qp`).
+
+use super::ah::AhAttr;
+use super::cq::Cq;
+use super::device::{Device, Driver};
+use super::udata::UData;
+use crate::bindings;
+use crate::proto::qp::State;
+use core::ptr::addr_of_mut;
+use core::marker::PhantomData;
+use kernel::error::{code::*, from_result, Result};
+use kernel::ffi::c_int;
+use kernel::init::PinInit;
+use kernel::types::Opaque;
+
+/// The QP transport types roxe knows (`enum ib_qp_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QpType {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+    /// The general services QP (QP1), used by the CM over UD.
+    Gsi,
+}
+
+impl QpType {
+    fn from_raw(t: bindings::ib_qp_type) -> Option<Self> {
+        Some(match t {
+            bindings::ib_qp_type_IB_QPT_RC => QpType::Rc,
+            bindings::ib_qp_type_IB_QPT_UC => QpType::Uc,
+            bindings::ib_qp_type_IB_QPT_UD => QpType::Ud,
+            bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
+            _ => return None,
+        })
+    }
+
+    fn to_raw(self) -> bindings::ib_qp_type {
+        match self {
+            QpType::Rc => bindings::ib_qp_type_IB_QPT_RC,
+            QpType::Uc => bindings::ib_qp_type_IB_QPT_UC,
+            QpType::Ud => bindings::ib_qp_type_IB_QPT_UD,
+            QpType::Gsi => bindings::ib_qp_type_IB_QPT_GSI,
+        }
+    }
+}
+
+/// Queue sizes (`struct ib_qp_cap`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct QpCap {
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline_data: u32,
+}
+
+impl QpCap {
+    fn from_raw(c: &bindings::ib_qp_cap) -> Self {
+        Self {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: c.max_recv_wr,
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: c.max_recv_sge,
+            max_inline_data: c.max_inline_data,
+        }
+    }
+
+    fn write_to(&self, c: &mut bindings::ib_qp_cap) {
+        c.max_send_wr = self.max_send_wr;
+        c.max_recv_wr = self.max_recv_wr;
+        c.max_send_sge = self.max_send_sge;
+        c.max_recv_sge = self.max_recv_sge;
+        c.max_inline_data = self.max_inline_data;
+    }
+}
+
+/// Creation parameters (`struct ib_qp_init_attr`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QpInit {
+    pub(crate) qp_type: QpType,
+    pub(crate) cap: QpCap,
+    /// Every send WR generates a completion (`IB_SIGNAL_ALL_WR`).
+    pub(crate) sq_sig_all: bool,
+    /// The QP receives through an SRQ.
+    pub(crate) has_srq: bool,
+    /// `IB_QP_CREATE_*` flags.
+    pub(crate) create_flags: u32,
+    pub(crate) port: u32,
+}
+
+/// The attribute mask bits of `ib_modify_qp` (`enum ib_qp_attr_mask`).
+pub(crate) mod mask {
+    use crate::bindings;
+    pub(crate) const STATE: u32 = bindings::ib_qp_attr_mask_IB_QP_STATE;
+    pub(crate) const CUR_STATE: u32 = bindings::ib_qp_attr_mask_IB_QP_CUR_STATE;
+    pub(crate) const EN_SQD_ASYNC_NOTIFY: u32 = bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY;
+    pub(crate) const ACCESS_FLAGS: u32 = bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS;
+    pub(crate) const PKEY_INDEX: u32 = bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX;
+    pub(crate) const PORT: u32 = bindings::ib_qp_attr_mask_IB_QP_PORT;
+    pub(crate) const QKEY: u32 = bindings::ib_qp_attr_mask_IB_QP_QKEY;
+    pub(crate) const AV: u32 = bindings::ib_qp_attr_mask_IB_QP_AV;
+    pub(crate) const PATH_MTU: u32 = bindings::ib_qp_attr_mask_IB_QP_PATH_MTU;
+    pub(crate) const TIMEOUT: u32 = bindings::ib_qp_attr_mask_IB_QP_TIMEOUT;
+    pub(crate) const RETRY_CNT: u32 = bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT;
+    pub(crate) const RNR_RETRY: u32 = bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY;
+    pub(crate) const RQ_PSN: u32 = bindings::ib_qp_attr_mask_IB_QP_RQ_PSN;
+    pub(crate) const MAX_QP_RD_ATOMIC: u32 = bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC;
+    pub(crate) const ALT_PATH: u32 = bindings::ib_qp_attr_mask_IB_QP_ALT_PATH;
+    pub(crate) const MIN_RNR_TIMER: u32 = bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER;
+    pub(crate) const SQ_PSN: u32 = bindings::ib_qp_attr_mask_IB_QP_SQ_PSN;
+    pub(crate) const MAX_DEST_RD_ATOMIC: u32 = bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC;
+    pub(crate) const PATH_MIG_STATE: u32 = bindings::ib_qp_attr_mask_IB_QP_PATH_MIG_STATE;
+    pub(crate) const CAP: u32 = bindings::ib_qp_attr_mask_IB_QP_CAP;
+    pub(crate) const DEST_QPN: u32 = bindings::ib_qp_attr_mask_IB_QP_DEST_QPN;
+    pub(crate) const RATE_LIMIT: u32 = bindings::ib_qp_attr_mask_IB_QP_RATE_LIMIT;
+}
+
+/// QP attributes (`struct ib_qp_attr`), as far as roxe keeps them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QpAttr {
+    pub(crate) state: State,
+    pub(crate) cur_state: Option<State>,
+    pub(crate) path_mtu: u32,
+    pub(crate) qkey: u32,
+    pub(crate) rq_psn: u32,
+    pub(crate) sq_psn: u32,
+    pub(crate) dest_qp_num: u32,
+    pub(crate) access_flags: u32,
+    pub(crate) pkey_index: u16,
+    pub(crate) port: u32,
+    pub(crate) en_sqd_async_notify: bool,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) av: Option<AhAttr>,
+    pub(crate) cap: QpCap,
+}
+
+impl QpAttr {
+    /// # Safety
+    ///
+    /// `a` must be a valid `ib_qp_attr`; `ah_attr` is read only when
+    /// `with_av` and must then be valid.
+    unsafe fn from_raw(a: &bindings::ib_qp_attr, with_av: bool) -> Result<Self> {
+        Ok(Self {
+            state: State::from_raw(a.qp_state).ok_or(EINVAL)?,
+            cur_state: State::from_raw(a.cur_qp_state),
+            path_mtu: a.path_mtu,
+            qkey: a.qkey,
+            rq_psn: a.rq_psn,
+            sq_psn: a.sq_psn,
+            dest_qp_num: a.dest_qp_num,
+            access_flags: a.qp_access_flags as u32,
+            pkey_index: a.pkey_index,
+            port: a.port_num,
+            en_sqd_async_notify: a.en_sqd_async_notify != 0,
+            max_rd_atomic: a.max_rd_atomic,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            min_rnr_timer: a.min_rnr_timer,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            // SAFETY: Per the function's contract.
+            av: if with_av { Some(unsafe { AhAttr::from_raw(&a.ah_attr) }) } else { None },
+            cap: QpCap::from_raw(&a.cap),
+        })
+    }
+
+    fn write_to(&self, a: &mut bindings::ib_qp_attr) {
+        a.qp_state = self.state as u32;
+        a.cur_qp_state = self.state as u32;
+        a.path_mtu = self.path_mtu;
+        a.qkey = self.qkey;
+        a.rq_psn = self.rq_psn;
+        a.sq_psn = self.sq_psn;
+        a.dest_qp_num = self.dest_qp_num;
+        a.qp_access_flags = self.access_flags as i32;
+        a.pkey_index = self.pkey_index;
+        a.port_num = self.port;
+        a.en_sqd_async_notify = u8::from(self.en_sqd_async_notify);
+        a.max_rd_atomic = self.max_rd_atomic;
+        a.max_dest_rd_atomic = self.max_dest_rd_atomic;
+        a.min_rnr_timer = self.min_rnr_timer;
+        a.timeout = self.timeout;
+        a.retry_cnt = self.retry_cnt;
+        a.rnr_retry = self.rnr_retry;
+        self.cap.write_to(&mut a.cap);
+        if let Some(av) = &self.av {
+            av.write_to(&mut a.ah_attr);
+        }
+    }
+}
+
+/// Whether the IB specification allows moving from `cur` to `next` with
+/// exactly the attributes in `mask`, for a QP of type `qp_type`. This is
+/// the RDMA core's own table (`ib_modify_qp_is_ok`).
+pub(crate) fn transition_ok(cur: State, next: State, qp_type: QpType, mask: u32) -> bool {
+    // SAFETY: A pure function of its arguments.
+    unsafe { bindings::ib_modify_qp_is_ok(cur as u32, next as u32, qp_type.to_raw(), mask) }
+}
+
+/// A QP during creation: its C part is set up by the core, its driver
+/// data is not yet.
+///
+/// # Invariants
+///
+/// `ib` is the `ib_qp` being created, with `device`, `pd`, the CQs and
+/// `uobject` set by the core.
+pub(crate) struct NewQp<'a, T: Driver> {
+    ib: &'a Opaque<bindings::ib_qp>,
+    _p: PhantomData<T>,
+}
+
+impl<T: Driver> NewQp<'_, T> {
+    /// The device.
+    pub(crate) fn device(&self) -> &Device<T> {
+        // SAFETY: Set by the core before the driver is called.
+        unsafe { Device::from_raw((*self.ib.get()).device) }
+    }
+
+    /// Whether the QP belongs to a user process.
+    pub(crate) fn is_user(&self) -> bool {
+        // SAFETY: Set by the core before the driver is called.
+        unsafe { !(*self.ib.get()).uobject.is_null() }
+    }
+
+    /// Whether the QP has a send CQ and, unless it uses an SRQ, a receive CQ.
+    pub(crate) fn has_cqs(&self, has_srq: bool) -> bool {
+        // SAFETY: Set by the core before the driver is called.
+        unsafe { !(*self.ib.get()).send_cq.is_null() && (has_srq || !(*self.ib.get()).recv_cq.is_null()) }
+    }
+}
+
+/// A queue pair of driver `T`.
+///
+/// # Invariants
+///
+/// `ib` is a live `ib_qp` of a device of `T`, whose `pd`, `send_cq`,
+/// `recv_cq` and `srq` the core keeps alive (by use counts) until the QP
+/// is destroyed; `data` is initialised between create and destroy.
+#[repr(C)]
+pub(crate) struct Qp<T: Driver> {
+    ib: Opaque<bindings::ib_qp>,
+    data: T::Qp,
+}
+
+impl<T: Driver> Qp<T> {
+    /// The driver's data.
+    pub(crate) fn data(&self) -> &T::Qp {
+        &self.data
+    }
+
+    /// The device.
+    pub(crate) fn device(&self) -> &Device<T> {
+        // SAFETY: Set by the core before the driver is called; the device
+        // outlives its QPs.
+        unsafe { Device::from_raw((*self.ib.get()).device) }
+    }
+
+    /// The QP number.
+    pub(crate) fn qp_num(&self) -> u32 {
+        // SAFETY: Written once in `create_cb` before the QP is visible.
+        unsafe { (*self.ib.get()).qp_num }
+    }
+
+    /// The send CQ.
+    pub(crate) fn send_cq(&self) -> Option<&Cq<T>> {
+        // SAFETY: By the type invariant the CQ outlives the QP and is a CQ
+        // of this device.
+        unsafe { (*self.ib.get()).send_cq.as_ref().map(|c| &*(c as *const bindings::ib_cq).cast::<Cq<T>>()) }
+    }
+
+    /// The receive CQ.
+    pub(crate) fn recv_cq(&self) -> Option<&Cq<T>> {
+        // SAFETY: As for `send_cq`.
+        unsafe { (*self.ib.get()).recv_cq.as_ref().map(|c| &*(c as *const bindings::ib_cq).cast::<Cq<T>>()) }
+    }
+
+    /// Whether the QP belongs to a user process.
+    pub(crate) fn is_user(&self) -> bool {
+        // SAFETY: Set by the core before the driver is called.
+        unsafe { !(*self.ib.get()).uobject.is_null() }
+    }
+
+    /// Reports an asynchronous QP event (`IB_EVENT_QP_FATAL` and friends).
+    pub(crate) fn report_fatal(&self) {
+        let mut ev = bindings::ib_event::default();
+        ev.device = self.device().as_raw();
+        ev.element.qp = self.ib.get();
+        ev.event = bindings::ib_event_type_IB_EVENT_QP_FATAL;
+        // SAFETY: The QP is live; the core's handler (set at creation)
+        // forwards to the consumer's.
+        unsafe {
+            if let Some(h) = (*self.ib.get()).event_handler {
+                h(&mut ev, (*self.ib.get()).qp_context);
+            }
+        }
+    }
+
+    pub(super) unsafe extern "C" fn create_cb(
+        qp: *mut bindings::ib_qp,
+        init: *mut bindings::ib_qp_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core passes valid attributes.
+            let ia = unsafe { &mut *init };
+            let qp_type = QpType::from_raw(ia.qp_type).ok_or_else(super::errno::eopnotsupp)?;
+            let qinit = QpInit {
+                qp_type,
+                cap: QpCap::from_raw(&ia.cap),
+                sq_sig_all: ia.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
+                has_srq: !ia.srq.is_null(),
+                create_flags: ia.create_flags,
+                port: ia.port_num,
+            };
+            // SAFETY: NULL or the call's valid udata.
+            let udata = unsafe { UData::from_raw(udata) };
+            let this = qp.cast::<Self>();
+            // SAFETY: The core filled the C part; `NewQp` exposes only that.
+            let new = NewQp::<T> { ib: unsafe { &*qp.cast::<Opaque<bindings::ib_qp>>() }, _p: PhantomData };
+            let (data, cap, qpn) = T::create_qp(&new, &qinit, udata.as_ref())?;
+            // SAFETY: Room for `data` (`size_ib_qp`); pinned by the core.
+            unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
+            // SAFETY: The QP is not visible to anyone else yet.
+            unsafe { (*qp).qp_num = qpn };
+            cap.write_to(&mut ia.cap);
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn modify_cb(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        mask: c_int,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            let mask = mask as u32;
+            // SAFETY: The core passes valid attributes; the AV is resolved
+            // (with its source GID) whenever `IB_QP_AV` is set.
+            let a = unsafe { QpAttr::from_raw(&*attr, mask & mask::AV != 0)? };
+            // SAFETY: NULL or the call's valid udata.
+            let udata = unsafe { UData::from_raw(udata) };
+            // SAFETY: Initialised; the core holds the QP.
+            let this = unsafe { &*qp.cast::<Self>() };
+            T::modify_qp(this, &a, mask, udata.as_ref())?;
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn query_cb(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        _mask: c_int,
+        init: *mut bindings::ib_qp_init_attr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Initialised; the core holds the QP.
+            let this = unsafe { &*qp.cast::<Self>() };
+            let (a, sig_all) = T::query_qp(this)?;
+            // SAFETY: The core passes valid, exclusive out-structs.
+            let (attr, init) = unsafe { (&mut *attr, &mut *init) };
+            a.write_to(attr);
+            a.cap.write_to(&mut init.cap);
+            init.sq_sig_type = if sig_all {
+                bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+            } else {
+                bindings::ib_sig_type_IB_SIGNAL_REQ_WR
+            };
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn destroy_cb(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> c_int {
+        let this = qp.cast::<Self>();
+        // SAFETY: Called once, for an initialised QP nothing else uses.
+        T::destroy_qp(unsafe { &*this });
+        // SAFETY: As above.
+        unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
+        0
+    }
+
+    pub(super) unsafe extern "C" fn post_send_cb(
+        qp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_send_wr,
+        bad: *mut *const bindings::ib_send_wr,
+    ) -> c_int {
+        // SAFETY: Initialised; the core holds the QP.
+        let this = unsafe { &*qp.cast::<Self>() };
+        if wr.is_null() && this.is_user() {
+            // The provider's doorbell: work is in the mapped send queue.
+            return match T::doorbell(this) {
+                Ok(()) => 0,
+                Err(e) => e.to_errno(),
+            };
+        }
+        // Kernel work requests arrive with the data path.
+        if !bad.is_null() {
+            // SAFETY: `bad` is the caller's out-pointer.
+            unsafe { *bad = wr };
+        }
+        super::errno::eopnotsupp().to_errno()
+    }
+}
