@@ -13,8 +13,10 @@ use super::ah::{Ah, AhAttr};
 use super::attr::{DeviceAttr, PortAttr, PortImmutable};
 use super::cq::{Cq, CqInit, Notify};
 use super::mr::{Mr, MrInfo, UserMrArgs};
+use super::mw::{Mw, MwType};
 use super::pd::Pd;
 use super::qp::{NewQp, Qp, QpAttr, QpCap, QpInit};
+use super::srq::{Srq, SrqAttr, SrqModify};
 use super::sysfs::{Buffer, MAX_ATTRS};
 use super::udata::UData;
 use crate::bindings;
@@ -138,6 +140,34 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// User space rang the send doorbell: work is waiting in the SQ ring.
     fn doorbell(qp: &Qp<Self>) -> Result;
+
+    /// Per-SRQ state; dropped when the SRQ is destroyed.
+    type Srq: Send + Sync;
+
+    /// Creates an SRQ; returns the initialiser and the sizes granted.
+    fn create_srq(
+        dev: &Device<Self>,
+        attr: &SrqAttr,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<Self::Srq, Error>, SrqAttr)>;
+
+    /// Resizes the SRQ or arms its limit.
+    fn modify_srq(srq: &Srq<Self>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result;
+
+    /// Reports the SRQ's sizes and limit.
+    fn query_srq(srq: &Srq<Self>) -> Result<SrqAttr>;
+
+    /// Called just before an SRQ's state is dropped.
+    fn destroy_srq(srq: &Srq<Self>);
+
+    /// Per-MW state.
+    type Mw: Send + Sync;
+
+    /// Allocates a memory window; returns its state and rkey.
+    fn alloc_mw(dev: &Device<Self>, mw_type: MwType, udata: Option<&UData<'_>>) -> Result<(Self::Mw, u32)>;
+
+    /// Frees a memory window.
+    fn dealloc_mw(dev: &Device<Self>, mw: Self::Mw);
 }
 
 /// Fixed identity of a new device.
@@ -505,6 +535,14 @@ impl<T: Driver> NewDevice<T> {
         ops.destroy_qp = Some(Qp::<T>::destroy_cb);
         ops.post_send = Some(Qp::<T>::post_send_cb);
         ops.size_ib_qp = size_of::<Qp<T>>();
+        ops.create_srq = Some(Srq::<T>::create_cb);
+        ops.modify_srq = Some(Srq::<T>::modify_cb);
+        ops.query_srq = Some(Srq::<T>::query_cb);
+        ops.destroy_srq = Some(Srq::<T>::destroy_cb);
+        ops.size_ib_srq = size_of::<Srq<T>>();
+        ops.alloc_mw = Some(Mw::<T>::alloc_cb);
+        ops.dealloc_mw = Some(Mw::<T>::dealloc_cb);
+        ops.size_ib_mw = size_of::<Mw<T>>();
 
         // SAFETY: We own the unregistered device; `ib_set_device_ops`
         // copies `ops`, and the device fields are plain data.

@@ -10,9 +10,13 @@ use crate::rdma::link::LinkOps;
 use crate::rdma::sysfs::Buffer;
 use crate::cq::{self, RoxeCq};
 use crate::ah::{self, AhInfo, RoxeAh};
-use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_PD, MAX_QP, MAX_QP_RD_ATOM, MAX_QP_WR};
+use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_PD, MAX_QP, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_MW, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
+use crate::mw::{self, RoxeMw};
+use crate::rdma::mw::MwType;
 use crate::proto::wr::MAX_SGE;
 use crate::qp::{self, RoxeQp};
+use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
+use crate::srq::{self, RoxeSrq};
 use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit};
 use core::sync::atomic::AtomicBool;
 use crate::rdma::ah::AhAttr;
@@ -75,6 +79,11 @@ pub(crate) struct RoxeDev {
     pub(crate) qp_table: Table<()>,
     /// Whether the GSI QP (QP1) exists.
     pub(crate) gsi_taken: AtomicBool,
+    pub(crate) srqs: Budget,
+    /// Live SRQs by number.
+    #[pin]
+    pub(crate) srq_table: Table<()>,
+    pub(crate) mws: Budget,
 }
 
 impl Driver for Roxe {
@@ -105,6 +114,10 @@ impl Driver for Roxe {
             max_qp_rd_atom: MAX_QP_RD_ATOM,
             max_qp_init_rd_atom: MAX_QP_RD_ATOM,
             max_res_rd_atom: MAX_QP_RD_ATOM * MAX_QP,
+            max_srq: MAX_SRQ,
+            max_mw: MAX_MW,
+            max_srq_wr: MAX_SRQ_WR,
+            max_srq_sge: MAX_SRQ_SGE,
             max_mr_size: MAX_MR_SIZE,
             page_size_cap: kernel::page::PAGE_SIZE as u64,
             max_pkeys: 1,
@@ -248,6 +261,38 @@ impl Driver for Roxe {
     fn doorbell(q: &Qp<Self>) -> Result {
         qp::doorbell(q)
     }
+
+    type Srq = RoxeSrq;
+
+    fn create_srq(
+        dev: &Device<Self>,
+        attr: &SrqAttr,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<RoxeSrq, Error>, SrqAttr)> {
+        srq::create(dev, attr, udata)
+    }
+
+    fn modify_srq(s: &Srq<Self>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result {
+        srq::modify(s, attr, what, udata)
+    }
+
+    fn query_srq(s: &Srq<Self>) -> Result<SrqAttr> {
+        srq::query(s)
+    }
+
+    fn destroy_srq(s: &Srq<Self>) {
+        srq::destroy(s)
+    }
+
+    type Mw = RoxeMw;
+
+    fn alloc_mw(dev: &Device<Self>, t: MwType, udata: Option<&UData<'_>>) -> Result<(RoxeMw, u32)> {
+        mw::alloc(dev, t, udata)
+    }
+
+    fn dealloc_mw(dev: &Device<Self>, m: RoxeMw) {
+        mw::dealloc(dev, m)
+    }
 }
 
 /// `rdma link add NAME type roxe netdev DEV`.
@@ -280,12 +325,16 @@ impl LinkOps for Link {
                 pds: Budget::new(MAX_PD),
                 cqs: Budget::new(MAX_CQ),
                 mrs: Budget::new(MAX_MR),
-                mr_table <- Table::new(MAX_MR),
+                // MWs take their rkeys from the same table.
+                mr_table <- Table::new(MAX_MR + MAX_MW),
                 ahs: Budget::new(MAX_AH),
                 ah_table <- Table::new(MAX_AH),
                 qps: Budget::new(MAX_QP),
                 qp_table <- Table::new(MAX_QP),
                 gsi_taken: AtomicBool::new(false),
+                srqs: Budget::new(MAX_SRQ),
+                srq_table <- Table::new(MAX_SRQ),
+                mws: Budget::new(MAX_MW),
             }? Error),
         )?;
         new.set_netdev(ndev, PORT)?;

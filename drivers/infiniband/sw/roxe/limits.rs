@@ -27,6 +27,14 @@ pub(crate) const MAX_QP: u32 = (1 << 20) - 16;
 pub(crate) const MAX_QP_WR: u32 = 1 << 20;
 /// Outstanding RDMA Reads and atomics per QP (rxe: 128).
 pub(crate) const MAX_QP_RD_ATOM: u32 = 128;
+/// Shared receive queues per device.
+pub(crate) const MAX_SRQ: u32 = 1 << 17;
+/// Work requests per SRQ (rxe: 0x4000).
+pub(crate) const MAX_SRQ_WR: u32 = 1 << 20;
+/// Scatter/gather entries per SRQ receive (rxe: 27).
+pub(crate) const MAX_SRQ_SGE: u32 = 32;
+/// Memory windows per device (rxe: 0x10000).
+pub(crate) const MAX_MW: u32 = 1 << 17;
 /// Slots in the largest CQ ring.
 pub(crate) const MAX_CQ_SLOTS: u32 = MAX_CQE + 1;
 

@@ -49,11 +49,15 @@ mod limits;
 #[deny(unsafe_code)]
 mod mr;
 #[deny(unsafe_code)]
+mod mw;
+#[deny(unsafe_code)]
 mod netevent;
 #[deny(unsafe_code)]
 mod pd;
 #[deny(unsafe_code)]
 mod qp;
+#[deny(unsafe_code)]
+mod srq;
 #[deny(unsafe_code)]
 mod table;
 

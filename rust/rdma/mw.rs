@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory windows (`struct ib_mw`).
+
+use super::device::{Device, Driver};
+use super::udata::UData;
+use crate::bindings;
+use core::ptr::addr_of_mut;
+use kernel::error::{code::*, from_result};
+use kernel::ffi::c_int;
+use kernel::types::Opaque;
+
+/// Memory-window types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MwType {
+    /// Type 1: bound with `ibv_bind_mw`, PD-scoped.
+    One,
+    /// Type 2: bound with a work request, QP-scoped.
+    Two,
+}
+
+/// A memory window of driver `T`.
+///
+/// # Invariants
+///
+/// `ib` is a live `ib_mw` of a device of `T`; `data` is initialised between
+/// alloc and dealloc.
+#[repr(C)]
+pub(crate) struct Mw<T: Driver> {
+    ib: Opaque<bindings::ib_mw>,
+    data: T::Mw,
+}
+
+impl<T: Driver> Mw<T> {
+    /// The driver's data.
+    pub(crate) fn data(&self) -> &T::Mw {
+        &self.data
+    }
+
+    pub(super) unsafe extern "C" fn alloc_cb(mw: *mut bindings::ib_mw, udata: *mut bindings::ib_udata) -> c_int {
+        from_result(|| {
+            // SAFETY: The core set `type` and `device` before the call.
+            let (t, dev) = unsafe { ((*mw).type_, Device::<T>::from_raw((*mw).device)) };
+            let t = match t {
+                bindings::ib_mw_type_IB_MW_TYPE_1 => MwType::One,
+                bindings::ib_mw_type_IB_MW_TYPE_2 => MwType::Two,
+                _ => return Err(EINVAL),
+            };
+            // SAFETY: NULL or the call's valid udata.
+            let udata = unsafe { UData::from_raw(udata) };
+            let (data, rkey) = T::alloc_mw(dev, t, udata.as_ref())?;
+            let this = mw.cast::<Self>();
+            // SAFETY: Room for `data` (`size_ib_mw`); not initialised yet.
+            unsafe {
+                addr_of_mut!((*this).data).write(data);
+                (*mw).rkey = rkey;
+            }
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn dealloc_cb(mw: *mut bindings::ib_mw) -> c_int {
+        let this = mw.cast::<Self>();
+        // SAFETY: Called once, for an initialised MW.
+        let data = unsafe { addr_of_mut!((*this).data).read() };
+        // SAFETY: As above.
+        let dev = unsafe { Device::<T>::from_raw((*mw).device) };
+        T::dealloc_mw(dev, data);
+        0
+    }
+}

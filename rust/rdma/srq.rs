@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues (`struct ib_srq`).
+
+use super::device::{Device, Driver};
+use super::udata::UData;
+use crate::bindings;
+use core::ptr::addr_of_mut;
+use kernel::error::{code::*, from_result};
+use kernel::ffi::c_int;
+use kernel::init::PinInit;
+use kernel::types::Opaque;
+
+/// SRQ sizes and limit (`struct ib_srq_attr`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SrqAttr {
+    pub(crate) max_wr: u32,
+    pub(crate) max_sge: u32,
+    /// Raise `IB_EVENT_SRQ_LIMIT_REACHED` when fewer WQEs than this remain
+    /// (0: disarmed).
+    pub(crate) srq_limit: u32,
+}
+
+impl SrqAttr {
+    fn from_raw(a: &bindings::ib_srq_attr) -> Self {
+        Self { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit }
+    }
+
+    fn write_to(&self, a: &mut bindings::ib_srq_attr) {
+        a.max_wr = self.max_wr;
+        a.max_sge = self.max_sge;
+        a.srq_limit = self.srq_limit;
+    }
+}
+
+/// What `modify_srq` changes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SrqModify {
+    /// Resize to `attr.max_wr`.
+    pub(crate) resize: bool,
+    /// Arm the limit at `attr.srq_limit`.
+    pub(crate) limit: bool,
+}
+
+/// A shared receive queue of driver `T`.
+///
+/// # Invariants
+///
+/// `ib` is a live `ib_srq` of a device of `T`; `data` is initialised
+/// between create and destroy.
+#[repr(C)]
+pub(crate) struct Srq<T: Driver> {
+    ib: Opaque<bindings::ib_srq>,
+    data: T::Srq,
+}
+
+impl<T: Driver> Srq<T> {
+    /// The driver's data.
+    pub(crate) fn data(&self) -> &T::Srq {
+        &self.data
+    }
+
+    /// The device.
+    pub(crate) fn device(&self) -> &Device<T> {
+        // SAFETY: Set by the core before the driver is called; the device
+        // outlives its SRQs.
+        unsafe { Device::from_raw((*self.ib.get()).device) }
+    }
+
+    /// Reports `IB_EVENT_SRQ_LIMIT_REACHED`.
+    pub(crate) fn report_limit_reached(&self) {
+        let mut ev = bindings::ib_event::default();
+        ev.device = self.device().as_raw();
+        ev.element.srq = self.ib.get();
+        ev.event = bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED;
+        // SAFETY: The SRQ is live; the handler, if any, was set by the core.
+        unsafe {
+            if let Some(h) = (*self.ib.get()).event_handler {
+                h(&mut ev, (*self.ib.get()).srq_context);
+            }
+        }
+    }
+
+    pub(super) unsafe extern "C" fn create_cb(
+        srq: *mut bindings::ib_srq,
+        init: *mut bindings::ib_srq_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core passes valid attributes.
+            let ia = unsafe { &mut *init };
+            if ia.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
+                return Err(super::errno::eopnotsupp());
+            }
+            let attr = SrqAttr::from_raw(&ia.attr);
+            // SAFETY: NULL or the call's valid udata.
+            let udata = unsafe { UData::from_raw(udata) };
+            // SAFETY: Set by the core before the call.
+            let dev = unsafe { Device::<T>::from_raw((*srq).device) };
+            let (data, granted) = T::create_srq(dev, &attr, udata.as_ref())?;
+            let this = srq.cast::<Self>();
+            // SAFETY: Room for `data` (`size_ib_srq`); pinned by the core.
+            unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
+            granted.write_to(&mut ia.attr);
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn modify_cb(
+        srq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+        mask: bindings::ib_srq_attr_mask,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            let known = bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR | bindings::ib_srq_attr_mask_IB_SRQ_LIMIT;
+            if mask & !known != 0 {
+                return Err(EINVAL);
+            }
+            let what = SrqModify {
+                resize: mask & bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0,
+                limit: mask & bindings::ib_srq_attr_mask_IB_SRQ_LIMIT != 0,
+            };
+            // SAFETY: The core passes valid attributes.
+            let a = SrqAttr::from_raw(unsafe { &*attr });
+            // SAFETY: NULL or the call's valid udata.
+            let udata = unsafe { UData::from_raw(udata) };
+            // SAFETY: Initialised; the core holds the SRQ.
+            let this = unsafe { &*srq.cast::<Self>() };
+            T::modify_srq(this, &a, what, udata.as_ref())?;
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn query_cb(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> c_int {
+        from_result(|| {
+            // SAFETY: Initialised; the core holds the SRQ.
+            let this = unsafe { &*srq.cast::<Self>() };
+            let a = T::query_srq(this)?;
+            // SAFETY: The core passes a valid out-struct.
+            a.write_to(unsafe { &mut *attr });
+            Ok(0)
+        })
+    }
+
+    pub(super) unsafe extern "C" fn destroy_cb(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> c_int {
+        let this = srq.cast::<Self>();
+        // SAFETY: Called once for an initialised SRQ that no QP uses (the
+        // core checks its use count).
+        T::destroy_srq(unsafe { &*this });
+        // SAFETY: As above.
+        unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
+        0
+    }
+}
