@@ -6,10 +6,13 @@
 //! `/etc/libibverbs.d/roxe.driver` names it. An ELF constructor registers the
 //! provider; libibverbs then asks it to match, allocate and open devices.
 //!
-//! What exists today: device matching ([`matching`]), device allocation, and
-//! contexts that answer `query_device_ex` and `query_port` through the kernel.
-//! Every other verb is left NULL, so libibverbs' own dummy answers
-//! `EOPNOTSUPP`.
+//! What exists today: device matching ([`matching`]), device allocation,
+//! contexts that answer `query_device_ex` and `query_port` through the kernel,
+//! protection domains, memory regions (`reg_mr`, `rereg_mr`, `dereg_mr`),
+//! completion queues with a user-mapped ring ([`ring`], [`cq`]; plain and
+//! extended polling without system calls, `req_notify_cq`, `resize_cq`), and
+//! address handles. Every other verb is left NULL, so libibverbs' own dummy
+//! answers `EOPNOTSUPP`.
 //!
 //! All `unsafe` code lives in the private `ffi` module.
 
@@ -20,8 +23,11 @@
 pub mod abi;
 pub mod attr;
 pub mod context;
+pub mod cq;
 pub mod device;
+pub mod errno;
 pub mod matching;
+pub mod ring;
 
 #[allow(unsafe_code)]
 mod ffi;

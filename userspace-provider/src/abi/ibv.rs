@@ -120,6 +120,22 @@ pub struct PthreadMutex {
     _opaque: [u64; 5],
 }
 
+impl PthreadMutex {
+    /// `PTHREAD_MUTEX_INITIALIZER`, which is all zero in glibc.
+    pub const INITIALIZER: Self = Self { _opaque: [0; 5] };
+}
+
+/// glibc's `pthread_cond_t` on x86_64: 48 opaque bytes, 8-byte aligned.
+#[repr(C)]
+pub struct PthreadCond {
+    _opaque: [u64; 6],
+}
+
+impl PthreadCond {
+    /// `PTHREAD_COND_INITIALIZER`, which is all zero in glibc.
+    pub const INITIALIZER: Self = Self { _opaque: [0; 6] };
+}
+
 /// `struct ibv_context`: the application-visible part of a context.
 #[repr(C)]
 pub struct Context {
@@ -434,4 +450,427 @@ pub struct QueryPort {
     pub hdr: uverbs::CmdHdr,
     /// `core_payload`.
     pub core_payload: uverbs::QueryPort,
+}
+
+/// `IBV_REREG_MR_CHANGE_TRANSLATION` of `enum ibv_rereg_mr_flags`.
+pub const REREG_MR_CHANGE_TRANSLATION: u32 = 1 << 0;
+/// `IBV_REREG_MR_CHANGE_PD`.
+pub const REREG_MR_CHANGE_PD: u32 = 1 << 1;
+/// `IBV_REREG_MR_CHANGE_ACCESS`.
+pub const REREG_MR_CHANGE_ACCESS: u32 = 1 << 2;
+
+/// `IBV_WC_EX_WITH_BYTE_LEN` of `enum ibv_create_cq_wc_flags`.
+pub const WC_EX_WITH_BYTE_LEN: u64 = 1 << 0;
+/// `IBV_WC_EX_WITH_IMM`.
+pub const WC_EX_WITH_IMM: u64 = 1 << 1;
+/// `IBV_WC_EX_WITH_QP_NUM`.
+pub const WC_EX_WITH_QP_NUM: u64 = 1 << 2;
+/// `IBV_WC_EX_WITH_SRC_QP`.
+pub const WC_EX_WITH_SRC_QP: u64 = 1 << 3;
+/// `IBV_WC_EX_WITH_SLID`.
+pub const WC_EX_WITH_SLID: u64 = 1 << 4;
+/// `IBV_WC_EX_WITH_SL`.
+pub const WC_EX_WITH_SL: u64 = 1 << 5;
+/// `IBV_WC_EX_WITH_DLID_PATH_BITS`.
+pub const WC_EX_WITH_DLID_PATH_BITS: u64 = 1 << 6;
+/// `IBV_WC_STANDARD_FLAGS`: the seven flags above, the fields of
+/// `struct ibv_wc`.
+pub const WC_STANDARD_FLAGS: u64 = WC_EX_WITH_BYTE_LEN
+    | WC_EX_WITH_IMM
+    | WC_EX_WITH_QP_NUM
+    | WC_EX_WITH_SRC_QP
+    | WC_EX_WITH_SLID
+    | WC_EX_WITH_SL
+    | WC_EX_WITH_DLID_PATH_BITS;
+
+/// `IBV_CQ_INIT_ATTR_MASK_FLAGS` of `enum ibv_cq_init_attr_mask`.
+pub const CQ_INIT_ATTR_MASK_FLAGS: u32 = 1 << 0;
+/// `IBV_CQ_INIT_ATTR_MASK_PD`.
+pub const CQ_INIT_ATTR_MASK_PD: u32 = 1 << 1;
+
+/// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` of `enum ibv_create_cq_attr_flags`.
+pub const CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
+/// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`.
+pub const CREATE_CQ_ATTR_IGNORE_OVERRUN: u32 = 1 << 1;
+
+/// `struct ibv_pd`.
+#[repr(C)]
+pub struct Pd {
+    /// `context`.
+    pub context: *mut Context,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+}
+
+impl Pd {
+    /// The all-zero value, as `calloc` would hand it over.
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        handle: 0,
+    };
+}
+
+/// `struct ibv_mr`.
+#[repr(C)]
+pub struct Mr {
+    /// `context`.
+    pub context: *mut Context,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `addr`.
+    pub addr: *mut c_void,
+    /// `length`.
+    pub length: usize,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+    /// `lkey`.
+    pub lkey: u32,
+    /// `rkey`.
+    pub rkey: u32,
+}
+
+impl Mr {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        pd: core::ptr::null_mut(),
+        addr: core::ptr::null_mut(),
+        length: 0,
+        handle: 0,
+        lkey: 0,
+        rkey: 0,
+    };
+}
+
+/// `struct ibv_comp_channel`. roxe passes it on to the kernel untouched.
+#[repr(C)]
+pub struct CompChannel {
+    /// `context`.
+    pub context: *mut Context,
+    /// `fd`.
+    pub fd: c_int,
+    /// `refcnt`.
+    pub refcnt: c_int,
+}
+
+/// `union ibv_gid`: 16 raw bytes. The union's other member,
+/// `struct { __be64 subnet_prefix, interface_id; } global`, is left out;
+/// the alignment it gives is restated with `align(8)`.
+#[repr(C, align(8))]
+pub struct Gid {
+    /// `raw`.
+    pub raw: [u8; 16],
+}
+
+/// `struct ibv_global_route`.
+#[repr(C)]
+pub struct GlobalRoute {
+    /// `dgid`.
+    pub dgid: Gid,
+    /// `flow_label`.
+    pub flow_label: u32,
+    /// `sgid_index`.
+    pub sgid_index: u8,
+    /// `hop_limit`.
+    pub hop_limit: u8,
+    /// `traffic_class`.
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr`. `ibv_cmd_create_ah` reads it; roxe passes it on.
+#[repr(C)]
+pub struct AhAttr {
+    /// `grh`.
+    pub grh: GlobalRoute,
+    /// `dlid`.
+    pub dlid: u16,
+    /// `sl`.
+    pub sl: u8,
+    /// `src_path_bits`.
+    pub src_path_bits: u8,
+    /// `static_rate`.
+    pub static_rate: u8,
+    /// `is_global`.
+    pub is_global: u8,
+    /// `port_num`.
+    pub port_num: u8,
+}
+
+/// `struct ibv_cq`.
+#[repr(C)]
+pub struct Cq {
+    /// `context`.
+    pub context: *mut Context,
+    /// `channel`.
+    pub channel: *mut CompChannel,
+    /// `cq_context`.
+    pub cq_context: *mut c_void,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+    /// `cqe`: the CQ's capacity, as the kernel reported it.
+    pub cqe: c_int,
+    /// `mutex`.
+    pub mutex: PthreadMutex,
+    /// `cond`.
+    pub cond: PthreadCond,
+    /// `comp_events_completed`.
+    pub comp_events_completed: u32,
+    /// `async_events_completed`.
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_poll_cq_attr`.
+#[repr(C)]
+pub struct PollCqAttr {
+    /// `comp_mask`: must be zero.
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_cq_ex`: `struct ibv_cq`'s fields, then the extended polling
+/// interface that the provider fills in.
+#[repr(C)]
+pub struct CqEx {
+    /// `context`.
+    pub context: *mut Context,
+    /// `channel`.
+    pub channel: *mut CompChannel,
+    /// `cq_context`.
+    pub cq_context: *mut c_void,
+    /// `handle`.
+    pub handle: u32,
+    /// `cqe`.
+    pub cqe: c_int,
+    /// `mutex`.
+    pub mutex: PthreadMutex,
+    /// `cond`.
+    pub cond: PthreadCond,
+    /// `comp_events_completed`.
+    pub comp_events_completed: u32,
+    /// `async_events_completed`.
+    pub async_events_completed: u32,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `status` (`enum ibv_wc_status`) of the current completion.
+    pub status: u32,
+    /// `wr_id` of the current completion.
+    pub wr_id: u64,
+    /// `start_poll`: returns 0, `ENOENT` or another errno.
+    pub start_poll:
+        Option<unsafe extern "C" fn(current: *mut CqEx, attr: *mut PollCqAttr) -> c_int>,
+    /// `next_poll`: returns 0, `ENOENT` or another errno.
+    pub next_poll: Option<unsafe extern "C" fn(current: *mut CqEx) -> c_int>,
+    /// `end_poll`.
+    pub end_poll: Option<unsafe extern "C" fn(current: *mut CqEx)>,
+    /// `read_opcode`: returns an `enum ibv_wc_opcode`.
+    pub read_opcode: Option<unsafe extern "C" fn(current: *mut CqEx) -> u32>,
+    /// `read_vendor_err`.
+    pub read_vendor_err: Option<unsafe extern "C" fn(current: *mut CqEx) -> u32>,
+    /// `read_byte_len`.
+    pub read_byte_len: Option<unsafe extern "C" fn(current: *mut CqEx) -> u32>,
+    /// `read_imm_data`: returns a `__be32`.
+    pub read_imm_data: Option<unsafe extern "C" fn(current: *mut CqEx) -> u32>,
+    /// `read_qp_num`.
+    pub read_qp_num: Option<unsafe extern "C" fn(current: *mut CqEx) -> u32>,
+    /// `read_src_qp`.
+    pub read_src_qp: Option<unsafe extern "C" fn(current: *mut CqEx) -> u32>,
+    /// `read_wc_flags`.
+    pub read_wc_flags: Option<unsafe extern "C" fn(current: *mut CqEx) -> c_uint>,
+    /// `read_slid`.
+    pub read_slid: Option<unsafe extern "C" fn(current: *mut CqEx) -> u32>,
+    /// `read_sl`.
+    pub read_sl: Option<unsafe extern "C" fn(current: *mut CqEx) -> u8>,
+    /// `read_dlid_path_bits`.
+    pub read_dlid_path_bits: Option<unsafe extern "C" fn(current: *mut CqEx) -> u8>,
+    /// `read_completion_ts`.
+    pub read_completion_ts: OpaqueFn,
+    /// `read_cvlan`.
+    pub read_cvlan: OpaqueFn,
+    /// `read_flow_tag`.
+    pub read_flow_tag: OpaqueFn,
+    /// `read_tm_info`.
+    pub read_tm_info: OpaqueFn,
+    /// `read_completion_wallclock_ns`.
+    pub read_completion_wallclock_ns: OpaqueFn,
+}
+
+impl CqEx {
+    /// The all-zero value: no pointers, initialiser-state mutex and
+    /// condition variable, no ops.
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        channel: core::ptr::null_mut(),
+        cq_context: core::ptr::null_mut(),
+        handle: 0,
+        cqe: 0,
+        mutex: PthreadMutex::INITIALIZER,
+        cond: PthreadCond::INITIALIZER,
+        comp_events_completed: 0,
+        async_events_completed: 0,
+        comp_mask: 0,
+        status: 0,
+        wr_id: 0,
+        start_poll: None,
+        next_poll: None,
+        end_poll: None,
+        read_opcode: None,
+        read_vendor_err: None,
+        read_byte_len: None,
+        read_imm_data: None,
+        read_qp_num: None,
+        read_src_qp: None,
+        read_wc_flags: None,
+        read_slid: None,
+        read_sl: None,
+        read_dlid_path_bits: None,
+        read_completion_ts: None,
+        read_cvlan: None,
+        read_flow_tag: None,
+        read_tm_info: None,
+        read_completion_wallclock_ns: None,
+    };
+}
+
+/// `struct ibv_cq_init_attr_ex`.
+#[repr(C)]
+pub struct CqInitAttrEx {
+    /// `cqe`: the minimum number of entries.
+    pub cqe: u32,
+    /// `cq_context`.
+    pub cq_context: *mut c_void,
+    /// `channel`.
+    pub channel: *mut CompChannel,
+    /// `comp_vector`.
+    pub comp_vector: u32,
+    /// `wc_flags`: `IBV_WC_EX_WITH_*` bits.
+    pub wc_flags: u64,
+    /// `comp_mask`: `IBV_CQ_INIT_ATTR_MASK_*` bits.
+    pub comp_mask: u32,
+    /// `flags`: `IBV_CREATE_CQ_ATTR_*` bits.
+    pub flags: u32,
+    /// `parent_domain`.
+    pub parent_domain: *mut Pd,
+}
+
+/// `struct ibv_wc`: one work completion as `ibv_poll_cq` returns it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wc {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `status` (`enum ibv_wc_status`).
+    pub status: u32,
+    /// `opcode` (`enum ibv_wc_opcode`).
+    pub opcode: u32,
+    /// `vendor_err`.
+    pub vendor_err: u32,
+    /// `byte_len`.
+    pub byte_len: u32,
+    /// The anonymous union of `imm_data` (`__be32`) and `invalidated_rkey`;
+    /// both are 32 bits passed through unchanged.
+    pub imm_data: u32,
+    /// `qp_num`.
+    pub qp_num: u32,
+    /// `src_qp`.
+    pub src_qp: u32,
+    /// `wc_flags`.
+    pub wc_flags: c_uint,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `slid`.
+    pub slid: u16,
+    /// `sl`.
+    pub sl: u8,
+    /// `dlid_path_bits`.
+    pub dlid_path_bits: u8,
+}
+
+/// `struct ibv_ah`.
+#[repr(C)]
+pub struct Ah {
+    /// `context`.
+    pub context: *mut Context,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+}
+
+impl Ah {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        pd: core::ptr::null_mut(),
+        handle: 0,
+    };
+}
+
+/// `struct ibv_alloc_pd` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct AllocPd {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::AllocPd,
+}
+
+/// `struct ibv_reg_mr` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RegMr {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::RegMr,
+}
+
+/// `struct ibv_rereg_mr` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ReregMr {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::ReregMr,
+}
+
+/// `struct ibv_create_cq` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateCq {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::CreateCq,
+}
+
+/// `struct ibv_resize_cq` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ResizeCq {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::ResizeCq,
+}
+
+/// `struct ex_hdr` from the private `kern-abi.h`: the headers of an `_ex`
+/// write command.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExHdr {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `ex_hdr`.
+    pub ex_hdr: uverbs::ExCmdHdr,
+}
+
+/// `struct ibv_create_cq_ex` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateCqEx {
+    /// `hdr`.
+    pub hdr: ExHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::ExCreateCq,
 }

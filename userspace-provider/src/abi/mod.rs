@@ -15,6 +15,8 @@
 //!   from `verbs.h`.
 //! - [`uverbs`]: the kernel's `rdma/ib_user_verbs.h` (rdma-core's
 //!   `kernel-headers/`, same layout as Linux 6.12's uapi header).
+//! - [`driver`]: roxe's responses, the `uverbs` core response followed by
+//!   the `roxe_uapi` driver part.
 //!
 //! Field names follow C, except where C uses a Rust keyword (`priv`, `match`)
 //! or a non-snake-case name; those carry a trailing underscore or are lower
@@ -29,6 +31,7 @@
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu")))]
 compile_error!("roxe's libibverbs ABI declarations are checked for x86_64-linux-gnu only");
 
+pub mod driver;
 pub mod ibv;
 pub mod uverbs;
 pub mod verbs;

@@ -7,13 +7,18 @@
 //! `<rdma/ib_user_verbs.h>` as installed by Debian's libibverbs-dev 44.0-2 and
 //! linux-libc-dev, and to the `driver.h` and `kern-abi.h` definitions of
 //! rdma-core `v44.0` (`struct verbs_sysfs_dev`, `verbs_device_ops`,
-//! `verbs_device`, `verbs_match_ent`, `verbs_context_ops`, `ibv_get_context`,
-//! `ibv_query_port`). The private ones were also worked out by hand. A test
-//! reports every mismatch of its group, not only the first.
+//! `verbs_device`, `verbs_match_ent`, `verbs_context_ops`, `verbs_mr`,
+//! `verbs_cq`, and the `kern-abi.h` command wrappers built by `DECLARE_CMD` /
+//! `DECLARE_CMD_EX`: `ibv_get_context`, `ibv_query_port`, `ibv_alloc_pd`,
+//! `ibv_reg_mr`, `ibv_rereg_mr`, `ibv_create_cq`, `ibv_resize_cq`, `ex_hdr`,
+//! `ibv_create_cq_ex`). The private ones were also worked out by hand. The
+//! `driver` responses were checked against C structs of the same shape as
+//! `DECLARE_DRV_CMD` builds. A test reports every mismatch of its group, not
+//! only the first.
 
 use core::mem::{align_of, offset_of, size_of};
 
-use super::{ibv, uverbs, verbs};
+use super::{driver, ibv, uverbs, verbs};
 
 /// Records a mismatch between the Rust layout and the C one.
 fn check(errs: &mut Vec<String>, ty: &str, what: &str, rust: usize, c: usize) {
@@ -240,6 +245,149 @@ fn ibv_layouts() {
         hdr: 0,
         core_payload: 8,
     });
+    assert_layout!(errs, ibv::PthreadCond, size 48, align 8 {
+    });
+    assert_layout!(errs, ibv::Pd, size 16, align 8 {
+        context: 0,
+        handle: 8,
+    });
+    assert_layout!(errs, ibv::Mr, size 48, align 8 {
+        context: 0,
+        pd: 8,
+        addr: 16,
+        length: 24,
+        handle: 32,
+        lkey: 36,
+        rkey: 40,
+    });
+    assert_layout!(errs, ibv::CompChannel, size 16, align 8 {
+        context: 0,
+        fd: 8,
+        refcnt: 12,
+    });
+    assert_layout!(errs, ibv::Gid, size 16, align 8 {
+        raw: 0,
+    });
+    assert_layout!(errs, ibv::GlobalRoute, size 24, align 8 {
+        dgid: 0,
+        flow_label: 16,
+        sgid_index: 20,
+        hop_limit: 21,
+        traffic_class: 22,
+    });
+    assert_layout!(errs, ibv::AhAttr, size 32, align 8 {
+        grh: 0,
+        dlid: 24,
+        sl: 26,
+        src_path_bits: 27,
+        static_rate: 28,
+        is_global: 29,
+        port_num: 30,
+    });
+    assert_layout!(errs, ibv::Cq, size 128, align 8 {
+        context: 0,
+        channel: 8,
+        cq_context: 16,
+        handle: 24,
+        cqe: 28,
+        mutex: 32,
+        cond: 72,
+        comp_events_completed: 120,
+        async_events_completed: 124,
+    });
+    assert_layout!(errs, ibv::PollCqAttr, size 4, align 4 {
+        comp_mask: 0,
+    });
+    assert_layout!(errs, ibv::CqEx, size 288, align 8 {
+        context: 0,
+        channel: 8,
+        cq_context: 16,
+        handle: 24,
+        cqe: 28,
+        mutex: 32,
+        cond: 72,
+        comp_events_completed: 120,
+        async_events_completed: 124,
+        comp_mask: 128,
+        status: 132,
+        wr_id: 136,
+        start_poll: 144,
+        next_poll: 152,
+        end_poll: 160,
+        read_opcode: 168,
+        read_vendor_err: 176,
+        read_byte_len: 184,
+        read_imm_data: 192,
+        read_qp_num: 200,
+        read_src_qp: 208,
+        read_wc_flags: 216,
+        read_slid: 224,
+        read_sl: 232,
+        read_dlid_path_bits: 240,
+        read_completion_ts: 248,
+        read_cvlan: 256,
+        read_flow_tag: 264,
+        read_tm_info: 272,
+        read_completion_wallclock_ns: 280,
+    });
+    assert_layout!(errs, ibv::CqInitAttrEx, size 56, align 8 {
+        cqe: 0,
+        cq_context: 8,
+        channel: 16,
+        comp_vector: 24,
+        wc_flags: 32,
+        comp_mask: 40,
+        flags: 44,
+        parent_domain: 48,
+    });
+    assert_layout!(errs, ibv::Wc, size 48, align 8 {
+        wr_id: 0,
+        status: 8,
+        opcode: 12,
+        vendor_err: 16,
+        byte_len: 20,
+        imm_data: 24,
+        qp_num: 28,
+        src_qp: 32,
+        wc_flags: 36,
+        pkey_index: 40,
+        slid: 42,
+        sl: 44,
+        dlid_path_bits: 45,
+    });
+    assert_layout!(errs, ibv::Ah, size 24, align 8 {
+        context: 0,
+        pd: 8,
+        handle: 16,
+    });
+    assert_layout!(errs, ibv::AllocPd, size 16, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::RegMr, size 48, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::ReregMr, size 56, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::CreateCq, size 40, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::ResizeCq, size 24, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::ExHdr, size 24, align 8 {
+        hdr: 0,
+        ex_hdr: 8,
+    });
+    assert_layout!(errs, ibv::CreateCqEx, size 56, align 8 {
+        hdr: 0,
+        core_payload: 24,
+    });
     assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
 }
 
@@ -417,6 +565,15 @@ fn verbs_layouts() {
         unimport_dm: 584,
         unimport_mr: 592,
     });
+    assert_layout!(errs, verbs::Mr, size 56, align 8 {
+        ibv_mr: 0,
+        mr_type: 48,
+        access: 52,
+    });
+    assert_layout!(errs, verbs::Cq, size 288, align 8 {
+        cq: 0,
+        cq_ex: 0,
+    });
     assert_layout!(errs, verbs::Timespec, size 16, align 8 {
     });
     assert_layout!(errs, verbs::MatchEntU, size 8, align 8 {
@@ -534,5 +691,135 @@ fn uverbs_layouts() {
     });
     assert_layout!(errs, uverbs::OdpPerTransportCaps, size 12, align 4 {
     });
+    assert_layout!(errs, uverbs::ExCmdHdr, size 16, align 8 {
+        response: 0,
+        provider_in_words: 8,
+        provider_out_words: 10,
+        cmd_hdr_reserved: 12,
+    });
+    assert_layout!(errs, uverbs::AllocPd, size 8, align 8 {
+        response: 0,
+    });
+    assert_layout!(errs, uverbs::AllocPdResp, size 4, align 4 {
+        pd_handle: 0,
+    });
+    assert_layout!(errs, uverbs::RegMr, size 40, align 8 {
+        response: 0,
+        start: 8,
+        length: 16,
+        hca_va: 24,
+        pd_handle: 32,
+        access_flags: 36,
+    });
+    assert_layout!(errs, uverbs::RegMrResp, size 12, align 4 {
+        mr_handle: 0,
+        lkey: 4,
+        rkey: 8,
+    });
+    assert_layout!(errs, uverbs::ReregMr, size 48, align 8 {
+        response: 0,
+        mr_handle: 8,
+        flags: 12,
+        start: 16,
+        length: 24,
+        hca_va: 32,
+        pd_handle: 40,
+        access_flags: 44,
+    });
+    assert_layout!(errs, uverbs::ReregMrResp, size 8, align 8 {
+        lkey: 0,
+        rkey: 4,
+    });
+    assert_layout!(errs, uverbs::CreateCq, size 32, align 8 {
+        response: 0,
+        user_handle: 8,
+        cqe: 16,
+        comp_vector: 20,
+        comp_channel: 24,
+        reserved: 28,
+    });
+    assert_layout!(errs, uverbs::CreateCqResp, size 8, align 8 {
+        cq_handle: 0,
+        cqe: 4,
+    });
+    assert_layout!(errs, uverbs::ExCreateCq, size 32, align 8 {
+        user_handle: 0,
+        cqe: 8,
+        comp_vector: 12,
+        comp_channel: 16,
+        comp_mask: 20,
+        flags: 24,
+        reserved: 28,
+    });
+    assert_layout!(errs, uverbs::ExCreateCqResp, size 16, align 8 {
+        base: 0,
+        comp_mask: 8,
+        response_length: 12,
+    });
+    assert_layout!(errs, uverbs::ResizeCq, size 16, align 8 {
+        response: 0,
+        cq_handle: 8,
+        cqe: 12,
+    });
+    assert_layout!(errs, uverbs::ResizeCqResp, size 8, align 8 {
+        cqe: 0,
+        reserved: 4,
+    });
+    assert_layout!(errs, uverbs::CreateAhResp, size 4, align 4 {
+        ah_handle: 0,
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// roxe's responses: core response, then the `roxe_uapi` part right after
+/// it, with no padding in between (the kernel finds the driver part at
+/// exactly `size_of` the core response).
+#[test]
+fn driver_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, driver::CreateCqResp, size 32, align 8 {
+        ibv_resp: 0,
+        drv: 8,
+    });
+    assert_layout!(errs, driver::CreateCqExResp, size 40, align 8 {
+        ibv_resp: 0,
+        drv: 16,
+    });
+    assert_layout!(errs, driver::ResizeCqResp, size 32, align 8 {
+        ibv_resp: 0,
+        drv: 8,
+    });
+    assert_layout!(errs, driver::CreateAhResp, size 12, align 4 {
+        ibv_resp: 0,
+        drv: 4,
+    });
+    check(
+        &mut errs,
+        "driver::CreateCqResp",
+        "driver part",
+        size_of::<driver::CreateCqResp>() - size_of::<uverbs::CreateCqResp>(),
+        size_of::<roxe_uapi::CreateCqResp>(),
+    );
+    check(
+        &mut errs,
+        "driver::CreateCqExResp",
+        "driver part",
+        size_of::<driver::CreateCqExResp>() - size_of::<uverbs::ExCreateCqResp>(),
+        size_of::<roxe_uapi::CreateCqResp>(),
+    );
+    check(
+        &mut errs,
+        "driver::ResizeCqResp",
+        "driver part",
+        size_of::<driver::ResizeCqResp>() - size_of::<uverbs::ResizeCqResp>(),
+        size_of::<roxe_uapi::CreateCqResp>(),
+    );
+    check(
+        &mut errs,
+        "driver::CreateAhResp",
+        "driver part",
+        size_of::<driver::CreateAhResp>() - size_of::<uverbs::CreateAhResp>(),
+        size_of::<roxe_uapi::CreateAhResp>(),
+    );
     assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
 }

@@ -243,3 +243,185 @@ pub struct ExQueryDeviceResp {
     /// `reserved`.
     pub reserved: u32,
 }
+
+/// `struct ib_uverbs_ex_cmd_hdr`: the second header of `_ex` write commands.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExCmdHdr {
+    /// `response`.
+    pub response: u64,
+    /// `provider_in_words`.
+    pub provider_in_words: u16,
+    /// `provider_out_words`.
+    pub provider_out_words: u16,
+    /// `cmd_hdr_reserved`.
+    pub cmd_hdr_reserved: u32,
+}
+
+/// `struct ib_uverbs_alloc_pd`.
+#[repr(C)]
+#[derive(Default)]
+pub struct AllocPd {
+    /// `response`.
+    pub response: u64,
+}
+
+/// `struct ib_uverbs_alloc_pd_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct AllocPdResp {
+    /// `pd_handle`.
+    pub pd_handle: u32,
+}
+
+/// `struct ib_uverbs_reg_mr`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RegMr {
+    /// `response`.
+    pub response: u64,
+    /// `start`.
+    pub start: u64,
+    /// `length`.
+    pub length: u64,
+    /// `hca_va`.
+    pub hca_va: u64,
+    /// `pd_handle`.
+    pub pd_handle: u32,
+    /// `access_flags`.
+    pub access_flags: u32,
+}
+
+/// `struct ib_uverbs_reg_mr_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct RegMrResp {
+    /// `mr_handle`.
+    pub mr_handle: u32,
+    /// `lkey`.
+    pub lkey: u32,
+    /// `rkey`.
+    pub rkey: u32,
+}
+
+/// `struct ib_uverbs_rereg_mr`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ReregMr {
+    /// `response`.
+    pub response: u64,
+    /// `mr_handle`.
+    pub mr_handle: u32,
+    /// `flags`.
+    pub flags: u32,
+    /// `start`.
+    pub start: u64,
+    /// `length`.
+    pub length: u64,
+    /// `hca_va`.
+    pub hca_va: u64,
+    /// `pd_handle`.
+    pub pd_handle: u32,
+    /// `access_flags`.
+    pub access_flags: u32,
+}
+
+/// `struct ib_uverbs_rereg_mr_resp`.
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct ReregMrResp {
+    /// `lkey`.
+    pub lkey: u32,
+    /// `rkey`.
+    pub rkey: u32,
+}
+
+/// `struct ib_uverbs_create_cq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateCq {
+    /// `response`.
+    pub response: u64,
+    /// `user_handle`.
+    pub user_handle: u64,
+    /// `cqe`.
+    pub cqe: u32,
+    /// `comp_vector`.
+    pub comp_vector: u32,
+    /// `comp_channel`.
+    pub comp_channel: i32,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_create_cq_resp`.
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct CreateCqResp {
+    /// `cq_handle`.
+    pub cq_handle: u32,
+    /// `cqe`.
+    pub cqe: u32,
+}
+
+/// `struct ib_uverbs_ex_create_cq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExCreateCq {
+    /// `user_handle`.
+    pub user_handle: u64,
+    /// `cqe`.
+    pub cqe: u32,
+    /// `comp_vector`.
+    pub comp_vector: u32,
+    /// `comp_channel`.
+    pub comp_channel: i32,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `flags` (`enum ib_uverbs_ex_create_cq_flags`).
+    pub flags: u32,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_ex_create_cq_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExCreateCqResp {
+    /// `base`.
+    pub base: CreateCqResp,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `response_length`.
+    pub response_length: u32,
+}
+
+/// `struct ib_uverbs_resize_cq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ResizeCq {
+    /// `response`.
+    pub response: u64,
+    /// `cq_handle`.
+    pub cq_handle: u32,
+    /// `cqe`.
+    pub cqe: u32,
+}
+
+/// `struct ib_uverbs_resize_cq_resp`.
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct ResizeCqResp {
+    /// `cqe`.
+    pub cqe: u32,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_create_ah_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateAhResp {
+    /// `ah_handle`.
+    pub ah_handle: u32,
+}

@@ -9,6 +9,7 @@
 //! these layouts for every libibverbs that exports that version.
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::mem::ManuallyDrop;
 use core::sync::atomic::AtomicI32;
 
 use super::OpaqueFn;
@@ -190,8 +191,8 @@ context_ops! {
     alloc_null_mr: OpaqueFn,
     /// `alloc_parent_domain`.
     alloc_parent_domain: OpaqueFn,
-    /// `alloc_pd`.
-    alloc_pd: OpaqueFn,
+    /// `alloc_pd`: returns NULL with `errno` set on failure.
+    alloc_pd: Option<unsafe extern "C" fn(context: *mut ibv::Context) -> *mut ibv::Pd>,
     /// `alloc_td`.
     alloc_td: OpaqueFn,
     /// `async_event`.
@@ -206,14 +207,26 @@ context_ops! {
     close_xrcd: OpaqueFn,
     /// `cq_event`.
     cq_event: OpaqueFn,
-    /// `create_ah`.
-    create_ah: OpaqueFn,
+    /// `create_ah`: returns NULL with `errno` set on failure.
+    create_ah: Option<unsafe extern "C" fn(pd: *mut ibv::Pd, attr: *mut ibv::AhAttr) -> *mut ibv::Ah>,
     /// `create_counters`.
     create_counters: OpaqueFn,
-    /// `create_cq`.
-    create_cq: OpaqueFn,
-    /// `create_cq_ex`.
-    create_cq_ex: OpaqueFn,
+    /// `create_cq`: returns NULL with `errno` set on failure.
+    create_cq: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            cqe: c_int,
+            channel: *mut ibv::CompChannel,
+            comp_vector: c_int,
+        ) -> *mut ibv::Cq,
+    >,
+    /// `create_cq_ex`: returns NULL with `errno` set on failure.
+    create_cq_ex: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            init_attr: *mut ibv::CqInitAttrEx,
+        ) -> *mut ibv::CqEx,
+    >,
     /// `create_flow`.
     create_flow: OpaqueFn,
     /// `create_flow_action_esp`.
@@ -232,18 +245,18 @@ context_ops! {
     create_wq: OpaqueFn,
     /// `dealloc_mw`.
     dealloc_mw: OpaqueFn,
-    /// `dealloc_pd`.
-    dealloc_pd: OpaqueFn,
+    /// `dealloc_pd`: returns 0 or a positive errno.
+    dealloc_pd: Option<unsafe extern "C" fn(pd: *mut ibv::Pd) -> c_int>,
     /// `dealloc_td`.
     dealloc_td: OpaqueFn,
-    /// `dereg_mr`.
-    dereg_mr: OpaqueFn,
-    /// `destroy_ah`.
-    destroy_ah: OpaqueFn,
+    /// `dereg_mr`: returns 0 or a positive errno.
+    dereg_mr: Option<unsafe extern "C" fn(vmr: *mut Mr) -> c_int>,
+    /// `destroy_ah`: returns 0 or a positive errno.
+    destroy_ah: Option<unsafe extern "C" fn(ah: *mut ibv::Ah) -> c_int>,
     /// `destroy_counters`.
     destroy_counters: OpaqueFn,
-    /// `destroy_cq`.
-    destroy_cq: OpaqueFn,
+    /// `destroy_cq`: returns 0 or a positive errno.
+    destroy_cq: Option<unsafe extern "C" fn(cq: *mut ibv::Cq) -> c_int>,
     /// `destroy_flow`.
     destroy_flow: OpaqueFn,
     /// `destroy_flow_action`.
@@ -287,8 +300,11 @@ context_ops! {
     open_qp: OpaqueFn,
     /// `open_xrcd`.
     open_xrcd: OpaqueFn,
-    /// `poll_cq`.
-    poll_cq: OpaqueFn,
+    /// `poll_cq`: returns the number of completions written, or -1 with
+    /// `errno` set.
+    poll_cq: Option<
+        unsafe extern "C" fn(cq: *mut ibv::Cq, num_entries: c_int, wc: *mut ibv::Wc) -> c_int,
+    >,
     /// `post_recv`.
     post_recv: OpaqueFn,
     /// `post_send`.
@@ -330,14 +346,32 @@ context_ops! {
     reg_dm_mr: OpaqueFn,
     /// `reg_dmabuf_mr`.
     reg_dmabuf_mr: OpaqueFn,
-    /// `reg_mr`.
-    reg_mr: OpaqueFn,
-    /// `req_notify_cq`.
-    req_notify_cq: OpaqueFn,
-    /// `rereg_mr`.
-    rereg_mr: OpaqueFn,
-    /// `resize_cq`.
-    resize_cq: OpaqueFn,
+    /// `reg_mr`: returns NULL with `errno` set on failure.
+    reg_mr: Option<
+        unsafe extern "C" fn(
+            pd: *mut ibv::Pd,
+            addr: *mut c_void,
+            length: usize,
+            hca_va: u64,
+            access: c_int,
+        ) -> *mut ibv::Mr,
+    >,
+    /// `req_notify_cq`: returns 0 or a positive errno.
+    req_notify_cq: Option<unsafe extern "C" fn(cq: *mut ibv::Cq, solicited_only: c_int) -> c_int>,
+    /// `rereg_mr`: returns 0, or non-zero with `errno` set (libibverbs
+    /// turns any failure into `IBV_REREG_MR_ERR_CMD`).
+    rereg_mr: Option<
+        unsafe extern "C" fn(
+            vmr: *mut Mr,
+            flags: c_int,
+            pd: *mut ibv::Pd,
+            addr: *mut c_void,
+            length: usize,
+            access: c_int,
+        ) -> c_int,
+    >,
+    /// `resize_cq`: returns 0 or a positive errno.
+    resize_cq: Option<unsafe extern "C" fn(cq: *mut ibv::Cq, cqe: c_int) -> c_int>,
     /// `set_ece`.
     set_ece: OpaqueFn,
     /// `unimport_dm`.
@@ -437,4 +471,47 @@ pub struct Context {
     pub sz: usize,
     /// `context`: must be the last field.
     pub context: ibv::Context,
+}
+
+/// `enum ibv_mr_type`: `IBV_MR_TYPE_MR`, a memory region over user memory.
+pub const MR_TYPE_MR: c_int = 0;
+
+/// `struct verbs_mr`: a provider's memory region; `ibv_mr` comes first.
+#[repr(C)]
+pub struct Mr {
+    /// `ibv_mr`.
+    pub ibv_mr: ibv::Mr,
+    /// `mr_type` (`enum ibv_mr_type`).
+    pub mr_type: c_int,
+    /// `access`: the access flags the MR was registered with.
+    pub access: c_int,
+}
+
+impl Mr {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        ibv_mr: ibv::Mr::ZERO,
+        mr_type: 0,
+        access: 0,
+    };
+}
+
+/// `struct verbs_cq`: a provider's CQ, seen as a plain or an extended CQ.
+///
+/// `ibv_cq` is a prefix of `ibv_cq_ex`, and libibverbs converts between the
+/// two by casting (`ibv_cq_ex_to_cq`), so every CQ roxe makes is the full
+/// size, whichever verb created it.
+#[repr(C)]
+pub union Cq {
+    /// `cq`.
+    pub cq: ManuallyDrop<ibv::Cq>,
+    /// `cq_ex`.
+    pub cq_ex: ManuallyDrop<ibv::CqEx>,
+}
+
+impl Cq {
+    /// The all-zero value (the larger member zeroed).
+    pub const ZERO: Self = Self {
+        cq_ex: ManuallyDrop::new(ibv::CqEx::ZERO),
+    };
 }

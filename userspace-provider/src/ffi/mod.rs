@@ -6,19 +6,36 @@
 //! This is the only module with `unsafe` code. The callbacks check what they
 //! can and hand the real work to the safe modules.
 //!
+//! - this file: the imports, registration, devices and contexts;
+//! - [`pd`]: protection domains and memory regions;
+//! - [`cq`]: completion queues, their mapped rings and polling;
+//! - [`ah`]: address handles;
+//! - [`lock`], [`mapping`]: the CQ lock and the `mmap` of a ring.
+//!
 //! The contracts quoted in the `SAFETY` comments are those of rdma-core
 //! v44.0: `libibverbs/init.c` (`try_driver`, `match_device`,
 //! `ibverbs_device_put`), `libibverbs/device.c` (`verbs_open_device`,
 //! `_verbs_init_and_alloc_context`, `verbs_uninit_context`,
-//! `ibv_close_device`), `libibverbs/cmd_device.c` and `libibverbs/verbs.c`.
+//! `ibv_close_device`, `verbs_init_cq`), `libibverbs/verbs.c` (the public
+//! verbs that call the ops), and the `ibv_cmd_*` helpers in
+//! `libibverbs/cmd.c`, `cmd_pd.c`, `cmd_mr.c`, `cmd_cq.c`, `cmd_ah.c` and
+//! `cmd_device.c`.
 
+mod ah;
+mod cq;
+mod lock;
+mod mapping;
+mod pd;
+
+use core::alloc::Layout;
 use core::ffi::{CStr, c_char, c_int, c_void};
 use core::mem::{offset_of, size_of, size_of_val};
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use crate::abi::{ibv, uverbs, verbs};
 use crate::context::Context;
 use crate::device::Device;
+use crate::errno::Errno;
 use crate::{attr, matching};
 
 #[link(name = "ibverbs")]
@@ -56,6 +73,80 @@ unsafe extern "C" {
         cmd: *mut ibv::QueryPort,
         cmd_size: usize,
     ) -> c_int;
+    fn ibv_cmd_alloc_pd(
+        context: *mut ibv::Context,
+        pd: *mut ibv::Pd,
+        cmd: *mut ibv::AllocPd,
+        cmd_size: usize,
+        resp: *mut uverbs::AllocPdResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_dealloc_pd(pd: *mut ibv::Pd) -> c_int;
+    fn ibv_cmd_reg_mr(
+        pd: *mut ibv::Pd,
+        addr: *mut c_void,
+        length: usize,
+        hca_va: u64,
+        access: c_int,
+        vmr: *mut verbs::Mr,
+        cmd: *mut ibv::RegMr,
+        cmd_size: usize,
+        resp: *mut uverbs::RegMrResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_rereg_mr(
+        vmr: *mut verbs::Mr,
+        flags: u32,
+        addr: *mut c_void,
+        length: usize,
+        hca_va: u64,
+        access: c_int,
+        pd: *mut ibv::Pd,
+        cmd: *mut ibv::ReregMr,
+        cmd_sz: usize,
+        resp: *mut uverbs::ReregMrResp,
+        resp_sz: usize,
+    ) -> c_int;
+    fn ibv_cmd_dereg_mr(vmr: *mut verbs::Mr) -> c_int;
+    fn ibv_cmd_create_cq(
+        context: *mut ibv::Context,
+        cqe: c_int,
+        channel: *mut ibv::CompChannel,
+        comp_vector: c_int,
+        cq: *mut ibv::Cq,
+        cmd: *mut ibv::CreateCq,
+        cmd_size: usize,
+        resp: *mut uverbs::CreateCqResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_create_cq_ex(
+        context: *mut ibv::Context,
+        cq_attr: *const ibv::CqInitAttrEx,
+        cq: *mut verbs::Cq,
+        cmd: *mut ibv::CreateCqEx,
+        cmd_size: usize,
+        resp: *mut uverbs::ExCreateCqResp,
+        resp_size: usize,
+        cmd_flags: u32,
+    ) -> c_int;
+    fn ibv_cmd_req_notify_cq(cq: *mut ibv::Cq, solicited_only: c_int) -> c_int;
+    fn ibv_cmd_resize_cq(
+        cq: *mut ibv::Cq,
+        cqe: c_int,
+        cmd: *mut ibv::ResizeCq,
+        cmd_size: usize,
+        resp: *mut uverbs::ResizeCqResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_destroy_cq(cq: *mut ibv::Cq) -> c_int;
+    fn ibv_cmd_create_ah(
+        pd: *mut ibv::Pd,
+        ah: *mut ibv::Ah,
+        attr: *mut ibv::AhAttr,
+        resp: *mut uverbs::CreateAhResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_destroy_ah(ah: *mut ibv::Ah) -> c_int;
 }
 
 // glibc.
@@ -63,10 +154,16 @@ unsafe extern "C" {
     fn calloc(nmemb: usize, size: usize) -> *mut c_void;
     fn free(ptr: *mut c_void);
     fn __errno_location() -> *mut c_int;
+    fn mmap(
+        addr: *mut c_void,
+        length: usize,
+        prot: c_int,
+        flags: c_int,
+        fd: c_int,
+        offset: i64,
+    ) -> *mut c_void;
+    fn munmap(addr: *mut c_void, length: usize) -> c_int;
 }
-
-/// `EIO`, for a failing libibverbs call that did not say why.
-const EIO: c_int = 5;
 
 /// A `static` table of raw pointers.
 #[repr(transparent)]
@@ -104,6 +201,19 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
+    alloc_pd: Some(pd::alloc_pd),
+    dealloc_pd: Some(pd::dealloc_pd),
+    reg_mr: Some(pd::reg_mr),
+    rereg_mr: Some(pd::rereg_mr),
+    dereg_mr: Some(pd::dereg_mr),
+    create_cq: Some(cq::create_cq),
+    create_cq_ex: Some(cq::create_cq_ex),
+    poll_cq: Some(cq::poll_cq),
+    req_notify_cq: Some(cq::req_notify_cq),
+    resize_cq: Some(cq::resize_cq),
+    destroy_cq: Some(cq::destroy_cq),
+    create_ah: Some(ah::create_ah),
+    destroy_ah: Some(ah::destroy_ah),
     ..verbs::ContextOps::EMPTY
 };
 
@@ -123,16 +233,62 @@ extern "C" fn register_driver() {
 static REGISTER_DRIVER: extern "C" fn() = register_driver;
 
 /// Sets the calling thread's `errno`.
-fn set_errno(err: c_int) {
+fn set_errno(err: Errno) {
     // SAFETY: glibc's `__errno_location` returns a valid pointer to the
     // calling thread's `errno`, which only this thread accesses.
-    unsafe { *__errno_location() = err };
+    unsafe { *__errno_location() = err.get() };
 }
 
-/// A libibverbs `ibv_cmd_*` result as an errno for the caller: those calls
-/// return 0 or a positive errno; anything else is reported as `EIO`.
-fn errno_of(ret: c_int) -> c_int {
-    if ret > 0 { ret } else { EIO }
+/// The calling thread's `errno`, after a C library call failed.
+fn last_errno() -> Errno {
+    // SAFETY: as in `set_errno`.
+    Errno::from_raw(unsafe { *__errno_location() })
+}
+
+/// The result of a libibverbs `ibv_cmd_*` call, which returns 0 or a
+/// positive errno.
+fn cmd_result(ret: c_int) -> Result<(), Errno> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(Errno::from_raw(ret))
+    }
+}
+
+/// An op's `int` return value for `result`: 0 or a positive errno.
+fn errno_ret(result: Result<(), Errno>) -> c_int {
+    match result {
+        Ok(()) => 0,
+        Err(err) => err.get(),
+    }
+}
+
+/// Moves `value` to the heap, like `Box::new`, but reports allocation
+/// failure instead of aborting. [`drop_box`] frees it.
+///
+/// The provider's verbs objects live here: libibverbs and the application
+/// hold raw pointers into them until the matching destroy op.
+fn try_box<T>(value: T) -> Option<NonNull<T>> {
+    const { assert!(size_of::<T>() != 0) };
+    let layout = Layout::new::<T>();
+    // SAFETY: `layout` has a non-zero size (asserted above).
+    let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) }.cast::<T>())?;
+    // SAFETY: `ptr` is a fresh allocation with the size and alignment of `T`.
+    unsafe { ptr.write(value) };
+    Some(ptr)
+}
+
+/// Drops and frees what [`try_box`] allocated.
+///
+/// # Safety
+///
+/// `ptr` came from `try_box::<T>`, has not been freed, and nothing uses it
+/// after this call.
+unsafe fn drop_box<T>(ptr: NonNull<T>) {
+    // SAFETY: `try_box` allocated `ptr` with the global allocator and
+    // `Layout::new::<T>()` and initialised it, which is what `Box` expects;
+    // per the contract nothing else owns it.
+    drop(unsafe { Box::from_raw(ptr.as_ptr()) });
 }
 
 /// `verbs_device_ops.match_device`: whether `sysfs_dev` is a roxe device.
@@ -257,7 +413,7 @@ unsafe extern "C" fn alloc_context(
             free(ctx.cast());
         }
         // After the cleanup, which may have changed errno.
-        set_errno(errno_of(ret));
+        set_errno(Errno::from_raw(ret));
         return ptr::null_mut();
     }
 

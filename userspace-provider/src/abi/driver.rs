@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! roxe's command responses: the uverbs core response followed by roxe's
+//! driver part from `roxe_uapi`, as rdma-core's `DECLARE_DRV_CMD` lays them
+//! out (`struct { struct ib_uverbs_..._resp ibv_resp; <driver resp>; }`).
+//!
+//! libibverbs sends the kernel everything after `ibv_resp` as the driver
+//! output buffer (`UVERBS_ATTR_UHW_OUT`, or the tail of a `write()`
+//! response), so the kernel sees a driver `udata.outlen` of exactly
+//! `size_of::<roxe_uapi::...>()`. No roxe command has driver input: every
+//! request is passed with its core size, so `udata.inlen` is 0.
+
+use super::uverbs;
+
+/// Response of `ibv_cmd_create_cq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateCqResp {
+    /// `ibv_resp`.
+    pub ibv_resp: uverbs::CreateCqResp,
+    /// roxe's part: where to map the ring.
+    pub drv: roxe_uapi::CreateCqResp,
+}
+
+/// Response of `ibv_cmd_create_cq_ex`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateCqExResp {
+    /// `ibv_resp`.
+    pub ibv_resp: uverbs::ExCreateCqResp,
+    /// roxe's part: where to map the ring.
+    pub drv: roxe_uapi::CreateCqResp,
+}
+
+/// Response of `ibv_cmd_resize_cq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ResizeCqResp {
+    /// `ibv_resp`.
+    pub ibv_resp: uverbs::ResizeCqResp,
+    /// roxe's part: where to map the new ring.
+    pub drv: roxe_uapi::CreateCqResp,
+}
+
+/// Response of `ibv_cmd_create_ah`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateAhResp {
+    /// `ibv_resp`.
+    pub ibv_resp: uverbs::CreateAhResp,
+    /// roxe's part: the AH number for UD work requests.
+    pub drv: roxe_uapi::CreateAhResp,
+}

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! A CQ ring mapped from the verbs command fd.
+
+use core::ffi::c_int;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use roxe_uapi::Cqe;
+
+use super::{last_errno, mmap, munmap};
+use crate::errno::Errno;
+use crate::ring::{CONSUMER_OFFSET, Geometry, PRODUCER_OFFSET, RingMemory};
+
+/// `PROT_READ`.
+const PROT_READ: c_int = 0x1;
+/// `PROT_WRITE`.
+const PROT_WRITE: c_int = 0x2;
+/// `MAP_SHARED`.
+const MAP_SHARED: c_int = 0x01;
+/// `MAP_FAILED`.
+const MAP_FAILED: *mut core::ffi::c_void = usize::MAX as *mut core::ffi::c_void;
+
+/// One mapped ring, unmapped on drop.
+///
+/// # Invariants
+///
+/// `base` is the page-aligned start of a live `MAP_SHARED` read-write
+/// mapping of `geometry.mmap_len()` bytes that this value owns. The kernel
+/// accesses the two indices in it only atomically.
+#[derive(Debug)]
+pub(super) struct Mapping {
+    base: NonNull<u8>,
+    geometry: Geometry,
+}
+
+// SAFETY: a `Mapping` owns plain shared memory, which any thread may read,
+// write atomically and unmap.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// Maps the ring `geometry` describes from `fd`.
+    pub(super) fn new(fd: c_int, geometry: Geometry) -> Result<Self, Errno> {
+        // SAFETY: a new shared mapping at an address the kernel picks
+        // replaces no existing memory; the length and offset are those the
+        // kernel gave (the kernel rejects any it did not).
+        let addr = unsafe {
+            mmap(
+                ptr::null_mut(),
+                geometry.mmap_len(),
+                PROT_READ | PROT_WRITE,
+                MAP_SHARED,
+                fd,
+                geometry.mmap_offset(),
+            )
+        };
+        if addr == MAP_FAILED {
+            return Err(last_errno());
+        }
+        // `mmap` without `MAP_FIXED` never places a mapping at NULL.
+        let base = NonNull::new(addr.cast()).ok_or(Errno::EIO)?;
+        // INVARIANT: `mmap` succeeded: `base` starts a fresh page-aligned
+        // mapping of `geometry.mmap_len()` bytes, owned by nothing else.
+        Ok(Self { base, geometry })
+    }
+
+    /// The ring index (a `u32`) at byte `offset` of the header.
+    fn index(&self, offset: usize) -> &AtomicU32 {
+        debug_assert!(offset == PRODUCER_OFFSET || offset == CONSUMER_OFFSET);
+        // SAFETY: both index offsets are multiples of 4 below
+        // `RING_HEADER_SIZE`, which `Geometry` guarantees is inside the
+        // mapping; `base` is page-aligned, so the `u32` is aligned. The
+        // mapping lives as long as `self`, and the kernel accesses the
+        // indices only atomically (type invariant), as `from_ptr` requires.
+        unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(offset).cast()) }
+    }
+}
+
+impl RingMemory for Mapping {
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    fn load_producer(&self) -> u32 {
+        self.index(PRODUCER_OFFSET).load(Ordering::Acquire)
+    }
+
+    fn store_consumer(&self, consumer: u32) {
+        self.index(CONSUMER_OFFSET)
+            .store(consumer, Ordering::Release);
+    }
+
+    fn read_slot(&self, index: u32) -> Cqe {
+        let offset = self.geometry.slot_offset(index);
+        // SAFETY: `Geometry` guarantees `offset + size_of::<Cqe>()` is
+        // within the mapping; `offset` is `RING_HEADER_SIZE` (128) plus a
+        // multiple of 64 from a page-aligned base, so the `Cqe` (alignment
+        // 8) is aligned. Every bit pattern is a valid `Cqe` (integers only).
+        // The read is volatile because the kernel writes this memory outside
+        // the program's view; `load_producer`'s acquire ordering made the
+        // kernel's writes to published slots visible, and the kernel does
+        // not write a slot again before `store_consumer` frees it.
+        unsafe { self.base.as_ptr().add(offset).cast::<Cqe>().read_volatile() }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: per the type invariant `self` owns this mapping, and
+        // nothing borrows from it any more. `munmap` can fail only for
+        // arguments that are not a mapping, so its result is not checked.
+        unsafe { munmap(self.base.as_ptr().cast(), self.geometry.mmap_len()) };
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::ring::Ring;
+    use crate::ring::tests::{cqe, resp};
+    use roxe_uapi::{CreateCqResp, RING_HEADER_SIZE};
+    use std::fs::{self, File, OpenOptions};
+    use std::os::unix::fs::FileExt;
+    use std::os::unix::io::AsRawFd;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A file standing in for the kernel's side of a ring: the test writes
+    /// the producer index and slots with `pwrite`, which shares the page
+    /// cache with the mapping.
+    pub(in crate::ffi) struct Backing {
+        pub(in crate::ffi) file: File,
+    }
+
+    impl Backing {
+        pub(in crate::ffi) fn new(len: u64) -> Self {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let path = std::env::temp_dir().join(format!(
+                "roxe-ring-test-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .expect("create ring backing file");
+            fs::remove_file(&path).expect("unlink ring backing file");
+            file.set_len(len).expect("size ring backing file");
+            Self { file }
+        }
+
+        pub(in crate::ffi) fn fd(&self) -> c_int {
+            self.file.as_raw_fd()
+        }
+
+        pub(in crate::ffi) fn set_producer(&self, producer: u32) {
+            self.file
+                .write_at(&producer.to_ne_bytes(), PRODUCER_OFFSET as u64)
+                .expect("write producer");
+        }
+
+        pub(in crate::ffi) fn consumer(&self) -> u32 {
+            let mut bytes = [0; 4];
+            self.file
+                .read_exact_at(&mut bytes, CONSUMER_OFFSET as u64)
+                .expect("read consumer");
+            u32::from_ne_bytes(bytes)
+        }
+
+        pub(in crate::ffi) fn write_slot(&self, slot: u32, cqe: &Cqe) {
+            let c = cqe;
+            let mut bytes = Vec::with_capacity(64);
+            bytes.extend_from_slice(&c.wr_id.to_ne_bytes());
+            for v in [
+                c.status,
+                c.opcode,
+                c.vendor_err,
+                c.byte_len,
+                c.imm_data,
+                c.qp_num,
+                c.src_qp,
+                c.wc_flags,
+            ] {
+                bytes.extend_from_slice(&v.to_ne_bytes());
+            }
+            bytes.extend_from_slice(&c.pkey_index.to_ne_bytes());
+            bytes.extend_from_slice(&c.slid.to_ne_bytes());
+            bytes.extend_from_slice(&[c.sl, c.dlid_path_bits, c.port_num, 0]);
+            bytes.resize(64, 0);
+            let offset = RING_HEADER_SIZE as u64 + u64::from(slot) * 64;
+            self.file.write_at(&bytes, offset).expect("write slot");
+        }
+    }
+
+    /// A ring description for a file-backed mapping at offset 0.
+    pub(in crate::ffi) fn file_resp(num_slots: u32, len: u64) -> CreateCqResp {
+        CreateCqResp {
+            mmap_offset: 0,
+            ..resp(num_slots, len)
+        }
+    }
+
+    #[test]
+    fn reads_what_the_producer_wrote_and_publishes_the_consumer() {
+        let backing = Backing::new(4096);
+        let geometry = Geometry::new(&file_resp(8, 4096)).expect("valid");
+        let mapping = Mapping::new(backing.fd(), geometry).expect("mmap");
+        assert_eq!(mapping.load_producer(), 0);
+
+        // Slot 7 is the last one; index 15 names it again.
+        backing.write_slot(7, &cqe(7));
+        backing.set_producer(3);
+        assert_eq!(mapping.load_producer(), 3);
+        assert_eq!(mapping.read_slot(7), cqe(7));
+        assert_eq!(mapping.read_slot(15), cqe(7));
+        assert_eq!(mapping.read_slot(u32::MAX), cqe(7));
+
+        mapping.store_consumer(0xdead_beef);
+        assert_eq!(backing.consumer(), 0xdead_beef);
+    }
+
+    #[test]
+    fn a_ring_over_a_mapping_polls_in_order() {
+        let backing = Backing::new(4096);
+        let geometry = Geometry::new(&file_resp(4, 4096)).expect("valid");
+        let mut ring = Ring::new(Mapping::new(backing.fd(), geometry).expect("mmap"));
+        for n in 0..4 {
+            backing.write_slot(n, &cqe(n));
+        }
+        backing.set_producer(4);
+        assert_eq!(ring.ready(), Ok(4));
+        for n in 0..4 {
+            assert_eq!(ring.peek(), cqe(n));
+            ring.consume();
+            assert_eq!(backing.consumer(), n + 1);
+        }
+        backing.set_producer(9);
+        assert_eq!(ring.ready(), Err(Errno::EIO));
+    }
+
+    #[test]
+    fn mapping_failure_reports_errno() {
+        let geometry = Geometry::new(&file_resp(4, 4096)).expect("valid");
+        assert_eq!(
+            Mapping::new(-1, geometry).map(|_| ()),
+            Err(Errno::from_raw(9))
+        );
+    }
+}

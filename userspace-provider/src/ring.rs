@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The consumer side of a roxe CQ ring (`Documentation/rings.md`).
+//!
+//! The kernel describes a ring in a [`roxe_uapi::CreateCqResp`]; [`Geometry`]
+//! checks that description once, so that no index can reach outside the
+//! mapping afterwards. [`Ring`] does the polling arithmetic on free-running
+//! `u32` indices: it keeps its own consumer index, loads the kernel's
+//! producer index, and refuses to read anything when the distance between the
+//! two is impossible.
+//!
+//! Nothing here touches memory. The mapping is reached through the
+//! [`RingMemory`] trait, which the `ffi` module implements for the real
+//! `mmap` and the tests implement with plain vectors.
+
+use core::mem::{offset_of, size_of};
+
+use roxe_uapi::{Cqe, CreateCqResp, RING_HEADER_SIZE, RingHeader, RingIndex};
+
+use crate::errno::Errno;
+
+/// Byte offset of the producer index (a `u32`) in a ring mapping.
+pub const PRODUCER_OFFSET: usize = offset_of!(RingHeader, producer) + offset_of!(RingIndex, value);
+
+/// Byte offset of the consumer index (a `u32`) in a ring mapping.
+pub const CONSUMER_OFFSET: usize = offset_of!(RingHeader, consumer) + offset_of!(RingIndex, value);
+
+/// Size of one CQ slot.
+pub const SLOT_SIZE: usize = size_of::<Cqe>();
+
+/// The shape of a CQ ring, as the kernel described it.
+///
+/// # Invariants
+///
+/// - `num_slots` is a power of two (so at least 1 and at most 2^31).
+/// - `RING_HEADER_SIZE + num_slots * SLOT_SIZE <= len`, so every slot lies
+///   inside a mapping of `len` bytes, and so do both indices.
+/// - `offset` is non-negative (it is an `off_t` for `mmap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    offset: i64,
+    len: usize,
+    num_slots: u32,
+}
+
+impl Geometry {
+    /// Checks the kernel's description of a ring.
+    ///
+    /// Fails with `EPROTO` if the slot count is not a power of two, the slot
+    /// size is not that of [`Cqe`], the mapping is too small for the header
+    /// and every slot, or a number does not fit the types `mmap` takes.
+    pub fn new(resp: &CreateCqResp) -> Result<Self, Errno> {
+        if !resp.num_slots.is_power_of_two() {
+            return Err(Errno::EPROTO);
+        }
+        if usize::try_from(resp.slot_size) != Ok(SLOT_SIZE) {
+            return Err(Errno::EPROTO);
+        }
+        let offset = i64::try_from(resp.mmap_offset).map_err(|_| Errno::EPROTO)?;
+        let len = usize::try_from(resp.mmap_size).map_err(|_| Errno::EPROTO)?;
+        let needed = usize::try_from(resp.num_slots)
+            .ok()
+            .and_then(|n| n.checked_mul(SLOT_SIZE))
+            .and_then(|slots| slots.checked_add(RING_HEADER_SIZE))
+            .ok_or(Errno::EPROTO)?;
+        if len < needed {
+            return Err(Errno::EPROTO);
+        }
+        // INVARIANT: each condition was checked above.
+        Ok(Self {
+            offset,
+            len,
+            num_slots: resp.num_slots,
+        })
+    }
+
+    /// The `mmap` offset on the verbs command fd.
+    pub fn mmap_offset(&self) -> i64 {
+        self.offset
+    }
+
+    /// The length of the mapping in bytes.
+    pub fn mmap_len(&self) -> usize {
+        self.len
+    }
+
+    /// The number of slots, a power of two.
+    pub fn num_slots(&self) -> u32 {
+        self.num_slots
+    }
+
+    /// Byte offset in the mapping of the slot that free-running index
+    /// `index` names.
+    ///
+    /// For every `index`, `slot_offset(index) + SLOT_SIZE <= mmap_len()`.
+    pub fn slot_offset(&self, index: u32) -> usize {
+        let slot = index & (self.num_slots - 1);
+        // CAST: `slot < num_slots`, whose product with `SLOT_SIZE` was
+        // checked to fit `usize` in `new`.
+        RING_HEADER_SIZE + slot as usize * SLOT_SIZE
+    }
+}
+
+/// How many completions are ready, given both indices, or `None` if the
+/// producer index is impossible.
+///
+/// The indices are free-running, so `producer - consumer` (wrapping) is the
+/// number of filled slots. Anything above `num_slots` cannot happen with a
+/// correct kernel; a producer index behind the consumer shows up the same
+/// way, as a huge wrapped distance.
+pub fn ready(producer: u32, consumer: u32, num_slots: u32) -> Option<u32> {
+    let used = producer.wrapping_sub(consumer);
+    (used <= num_slots).then_some(used)
+}
+
+/// Access to the memory of one mapped ring.
+pub trait RingMemory {
+    /// The ring's checked shape.
+    fn geometry(&self) -> Geometry;
+
+    /// Loads the producer index with acquire ordering, so that the slots it
+    /// covers are visible before they are read.
+    fn load_producer(&self) -> u32;
+
+    /// Stores the consumer index with release ordering, after the slots it
+    /// frees have been read.
+    fn store_consumer(&self, consumer: u32);
+
+    /// Copies the slot that free-running index `index` names.
+    fn read_slot(&self, index: u32) -> Cqe;
+}
+
+/// The consumer of one CQ ring.
+///
+/// Its consumer index is a local copy: it is written to the ring but never
+/// read back, so nothing else can move it. It starts at 0, where a new ring
+/// starts and where the kernel puts the first unconsumed completion when it
+/// resizes a CQ.
+#[derive(Debug)]
+pub struct Ring<M> {
+    memory: M,
+    consumer: u32,
+}
+
+impl<M: RingMemory> Ring<M> {
+    /// Starts consuming `memory` at index 0.
+    pub fn new(memory: M) -> Self {
+        Self {
+            memory,
+            consumer: 0,
+        }
+    }
+
+    /// Starts consuming `memory` at index `consumer`, to test wraparound
+    /// without polling 2^32 completions first.
+    #[cfg(test)]
+    fn starting_at(memory: M, consumer: u32) -> Self {
+        Self { memory, consumer }
+    }
+
+    /// The number of completions published and not consumed yet.
+    ///
+    /// Fails with `EIO` if the producer index is impossible; nothing may be
+    /// read from the ring then.
+    pub fn ready(&self) -> Result<u32, Errno> {
+        let producer = self.memory.load_producer();
+        ready(producer, self.consumer, self.memory.geometry().num_slots()).ok_or(Errno::EIO)
+    }
+
+    /// Copies the oldest unconsumed completion.
+    ///
+    /// Meaningful only after [`Ring::ready`] reported at least one; the
+    /// read stays inside the ring either way.
+    pub fn peek(&self) -> Cqe {
+        self.memory.read_slot(self.consumer)
+    }
+
+    /// Frees the oldest unconsumed slot and tells the kernel.
+    pub fn consume(&mut self) {
+        self.consumer = self.consumer.wrapping_add(1);
+        self.memory.store_consumer(self.consumer);
+    }
+
+    /// The ring's memory.
+    pub fn memory(&self) -> &M {
+        &self.memory
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::cell::{Cell, RefCell};
+
+    /// A ring in a plain vector, with a kernel-side producer for tests.
+    pub(crate) struct FakeRing {
+        geometry: Geometry,
+        producer: Cell<u32>,
+        /// Every consumer value stored, in order.
+        pub(crate) consumer_stores: RefCell<Vec<u32>>,
+        slots: RefCell<Vec<Cqe>>,
+        /// Every index passed to `read_slot`.
+        pub(crate) reads: RefCell<Vec<u32>>,
+    }
+
+    impl FakeRing {
+        /// An empty ring of `num_slots` slots whose indices start at `start`.
+        pub(crate) fn new(num_slots: u32, start: u32) -> Self {
+            let geometry = Geometry::new(&resp(num_slots, exact_len(num_slots)))
+                .expect("test geometry is valid");
+            Self {
+                geometry,
+                producer: Cell::new(start),
+                consumer_stores: RefCell::new(Vec::new()),
+                slots: RefCell::new(vec![Cqe::default(); num_slots as usize]),
+                reads: RefCell::new(Vec::new()),
+            }
+        }
+
+        /// Publishes one completion, as the kernel would.
+        pub(crate) fn produce(&self, cqe: Cqe) {
+            let p = self.producer.get();
+            let slot = (p & (self.geometry.num_slots() - 1)) as usize;
+            self.slots.borrow_mut()[slot] = cqe;
+            self.producer.set(p.wrapping_add(1));
+        }
+
+        /// Overwrites the producer index, as a broken kernel might.
+        pub(crate) fn set_producer(&self, producer: u32) {
+            self.producer.set(producer);
+        }
+    }
+
+    impl RingMemory for FakeRing {
+        fn geometry(&self) -> Geometry {
+            self.geometry
+        }
+        fn load_producer(&self) -> u32 {
+            self.producer.get()
+        }
+        fn store_consumer(&self, consumer: u32) {
+            self.consumer_stores.borrow_mut().push(consumer);
+        }
+        fn read_slot(&self, index: u32) -> Cqe {
+            self.reads.borrow_mut().push(index);
+            let offset = self.geometry.slot_offset(index);
+            assert!(offset + SLOT_SIZE <= self.geometry.mmap_len());
+            self.slots.borrow()[(offset - RING_HEADER_SIZE) / SLOT_SIZE]
+        }
+    }
+
+    /// A CQE whose fields all derive from `n`.
+    pub(crate) fn cqe(n: u32) -> Cqe {
+        Cqe {
+            wr_id: u64::from(n) << 32 | 0xabcd,
+            status: n % 22,
+            opcode: 128 + n % 2,
+            vendor_err: n + 1,
+            byte_len: n + 2,
+            imm_data: n + 3,
+            qp_num: n + 4,
+            src_qp: n + 5,
+            wc_flags: n + 6,
+            pkey_index: 7,
+            slid: 8,
+            sl: 9,
+            dlid_path_bits: 10,
+            port_num: 1,
+            ..Cqe::default()
+        }
+    }
+
+    pub(crate) fn resp(num_slots: u32, mmap_size: u64) -> CreateCqResp {
+        CreateCqResp {
+            mmap_offset: 0x1000,
+            mmap_size,
+            num_slots,
+            slot_size: SLOT_SIZE as u32,
+        }
+    }
+
+    pub(crate) fn exact_len(num_slots: u32) -> u64 {
+        (RING_HEADER_SIZE + num_slots as usize * SLOT_SIZE) as u64
+    }
+
+    #[test]
+    fn index_offsets_follow_the_uapi_header() {
+        assert_eq!(PRODUCER_OFFSET, 0);
+        assert_eq!(CONSUMER_OFFSET, 64);
+        assert_eq!(SLOT_SIZE, 64);
+        assert_eq!(RING_HEADER_SIZE, 128);
+    }
+
+    #[test]
+    fn geometry_accepts_a_ring_that_fits() {
+        let g = Geometry::new(&resp(8, 4096)).expect("valid");
+        assert_eq!(
+            (g.mmap_offset(), g.mmap_len(), g.num_slots()),
+            (0x1000, 4096, 8)
+        );
+        // The smallest mapping that holds header and slots is enough.
+        assert!(Geometry::new(&resp(1, exact_len(1))).is_ok());
+        assert!(Geometry::new(&resp(1 << 20, exact_len(1 << 20))).is_ok());
+    }
+
+    #[test]
+    fn geometry_rejects_slot_counts_that_are_not_powers_of_two() {
+        for n in [0, 3, 6, 100, u32::MAX] {
+            assert_eq!(Geometry::new(&resp(n, 1 << 40)), Err(Errno::EPROTO), "{n}");
+        }
+    }
+
+    #[test]
+    fn geometry_rejects_a_foreign_slot_size() {
+        for size in [0, 32, 63, 65, 128] {
+            let r = CreateCqResp {
+                slot_size: size,
+                ..resp(8, 4096)
+            };
+            assert_eq!(Geometry::new(&r), Err(Errno::EPROTO), "{size}");
+        }
+    }
+
+    #[test]
+    fn geometry_rejects_a_mapping_too_small_for_its_slots() {
+        assert_eq!(
+            Geometry::new(&resp(8, exact_len(8) - 1)),
+            Err(Errno::EPROTO)
+        );
+        assert_eq!(Geometry::new(&resp(8, 0)), Err(Errno::EPROTO));
+        assert_eq!(Geometry::new(&resp(1 << 31, 4096)), Err(Errno::EPROTO));
+    }
+
+    #[test]
+    fn geometry_rejects_an_offset_mmap_cannot_take() {
+        let r = CreateCqResp {
+            mmap_offset: 1 << 63,
+            ..resp(8, 4096)
+        };
+        assert_eq!(Geometry::new(&r), Err(Errno::EPROTO));
+    }
+
+    #[test]
+    fn every_index_lands_inside_the_mapping() {
+        for n in [1u32, 2, 8, 1024] {
+            let g = Geometry::new(&resp(n, exact_len(n))).expect("valid");
+            for index in [0, 1, n - 1, n, n + 1, u32::MAX - 1, u32::MAX] {
+                let off = g.slot_offset(index);
+                assert!(off >= RING_HEADER_SIZE, "n={n} index={index}");
+                assert!(off + SLOT_SIZE <= g.mmap_len(), "n={n} index={index}");
+            }
+            assert_eq!(g.slot_offset(n), g.slot_offset(0));
+        }
+    }
+
+    #[test]
+    fn ready_counts_filled_slots() {
+        assert_eq!(ready(0, 0, 8), Some(0)); // empty
+        assert_eq!(ready(5, 2, 8), Some(3));
+        assert_eq!(ready(8, 0, 8), Some(8)); // full
+    }
+
+    #[test]
+    fn ready_wraps_around_u32() {
+        assert_eq!(ready(2, u32::MAX - 1, 8), Some(4));
+        assert_eq!(ready(0, u32::MAX, 8), Some(1));
+        assert_eq!(ready(7, u32::MAX, 8), Some(8)); // full across the wrap
+        assert_eq!(ready(u32::MAX, u32::MAX, 8), Some(0));
+    }
+
+    #[test]
+    fn ready_rejects_impossible_producers() {
+        assert_eq!(ready(9, 0, 8), None); // more than the ring holds
+        assert_eq!(ready(8, u32::MAX, 8), None); // same, across the wrap
+        assert_eq!(ready(1, 2, 8), None); // producer behind the consumer
+        assert_eq!(ready(0x8000_0000, 0, 1 << 31), Some(1 << 31));
+        assert_eq!(ready(0x8000_0001, 0, 1 << 31), None);
+    }
+
+    #[test]
+    fn ring_consumes_in_order_and_publishes_each_step() {
+        let mut ring = Ring::new(FakeRing::new(4, 0));
+        assert_eq!(ring.ready(), Ok(0));
+        for n in 0..3 {
+            ring.memory().produce(cqe(n));
+        }
+        assert_eq!(ring.ready(), Ok(3));
+        for n in 0..3 {
+            assert_eq!(ring.peek(), cqe(n));
+            ring.consume();
+        }
+        assert_eq!(ring.ready(), Ok(0));
+        assert_eq!(*ring.memory().consumer_stores.borrow(), [1, 2, 3]);
+    }
+
+    #[test]
+    fn ring_wraps_its_slots_and_its_indices() {
+        let start = u32::MAX - 2;
+        let mut ring = Ring::starting_at(FakeRing::new(4, start), start);
+        // Fill, drain, and refill across the u32 wrap and the slot wrap.
+        for round in 0..3u32 {
+            for n in 0..4 {
+                ring.memory().produce(cqe(round * 10 + n));
+            }
+            assert_eq!(ring.ready(), Ok(4), "round {round}: full");
+            for n in 0..4 {
+                assert_eq!(ring.peek(), cqe(round * 10 + n));
+                ring.consume();
+            }
+            assert_eq!(ring.ready(), Ok(0), "round {round}: empty");
+        }
+        let stores = ring.memory().consumer_stores.borrow();
+        assert_eq!(stores.len(), 12);
+        assert_eq!(stores[0], u32::MAX - 1);
+        assert_eq!(stores[1], u32::MAX);
+        assert_eq!(stores[2], 0);
+        assert_eq!(*stores.last().expect("12 stores"), start.wrapping_add(12));
+    }
+
+    #[test]
+    fn ring_reports_a_corrupt_producer_without_reading() {
+        let ring = Ring::new(FakeRing::new(4, 0));
+        for producer in [5, u32::MAX, 0x8000_0000] {
+            ring.memory().set_producer(producer);
+            assert_eq!(ring.ready(), Err(Errno::EIO), "{producer}");
+        }
+        assert!(ring.memory().reads.borrow().is_empty());
+        assert!(ring.memory().consumer_stores.borrow().is_empty());
+    }
+}
