@@ -12,7 +12,7 @@
 use super::ah::{Ah, AhAttr};
 use super::attr::{DeviceAttr, PortAttr, PortImmutable};
 use super::cq::{Cq, CqInit, Notify};
-use super::mr::{Mr, MrInfo, UserMrArgs};
+use super::mr::{Mr, MrInfo, Rereg, UserMrArgs};
 use super::mw::{Mw, MwType};
 use super::pd::Pd;
 use super::qp::{NewQp, Qp, QpAttr, QpCap, QpInit};
@@ -103,6 +103,16 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// Registers user memory.
     fn reg_user_mr(pd: &Pd<Self>, args: &UserMrArgs, udata: Option<&UData<'_>>) -> Result<(Self::Mr, MrInfo)>;
+
+    /// Re-registers an MR. `Ok(None)` means changed in place; `Ok(Some)`
+    /// is a replacement MR (the core then deregisters the old one).
+    fn rereg_user_mr(
+        mr: &Mr<Self>,
+        what: Rereg,
+        args: &UserMrArgs,
+        pd: &Pd<Self>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Option<(Self::Mr, MrInfo)>>;
 
     /// Deregisters an MR; on success its state is dropped.
     fn dereg_mr(mr: &Mr<Self>) -> Result;
@@ -525,6 +535,7 @@ impl<T: Driver> NewDevice<T> {
         ops.get_dma_mr = Some(Mr::<T>::get_dma_cb);
         ops.reg_user_mr = Some(Mr::<T>::reg_user_cb);
         ops.dereg_mr = Some(Mr::<T>::dereg_cb);
+        ops.rereg_user_mr = Some(Mr::<T>::rereg_user_cb);
         ops.create_ah = Some(Ah::<T>::create_cb);
         ops.create_user_ah = Some(Ah::<T>::create_cb);
         ops.destroy_ah = Some(Ah::<T>::destroy_cb);

@@ -34,6 +34,17 @@ pub(crate) struct UserMrArgs {
     pub(crate) access: u32,
 }
 
+/// What `ibv_rereg_mr` changes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rereg {
+    /// New address range (`IB_MR_REREG_TRANS`).
+    pub(crate) translation: bool,
+    /// New PD (`IB_MR_REREG_PD`).
+    pub(crate) pd: bool,
+    /// New access rights (`IB_MR_REREG_ACCESS`).
+    pub(crate) access: bool,
+}
+
 /// A memory region of driver `T`.
 ///
 /// # Invariants
@@ -106,6 +117,45 @@ impl<T: Driver> Mr<T> {
         let args = UserMrArgs { start, length, iova, access: access as u32 };
         match T::reg_user_mr(pd, &args, udata.as_ref()).and_then(|(d, i)| Self::publish(d, i)) {
             Ok(p) => p,
+            Err(e) => err_ptr(e),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe extern "C" fn rereg_user_cb(
+        mr: *mut bindings::ib_mr,
+        flags: c_int,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: c_int,
+        pd: *mut bindings::ib_pd,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        let flags = flags as u32;
+        if flags & !bindings::ib_mr_rereg_flags_IB_MR_REREG_SUPPORTED != 0 {
+            return err_ptr(kernel::error::code::EINVAL);
+        }
+        let what = Rereg {
+            translation: flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0,
+            pd: flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_PD != 0,
+            access: flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0,
+        };
+        // SAFETY: `mr` came from `publish`; the core holds it.
+        let this = unsafe { &*mr.cast::<Self>() };
+        // SAFETY: The core passes the MR's own PD when the PD is unchanged,
+        // else the new one; both are live PDs of this device.
+        let pd = unsafe { Pd::<T>::from_raw(pd) };
+        // SAFETY: NULL or the call's valid udata.
+        let udata = unsafe { UData::from_raw(udata) };
+        let args = UserMrArgs { start, length, iova, access: access as u32 };
+        match T::rereg_user_mr(this, what, &args, pd, udata.as_ref()) {
+            // Changed in place; the core updates `pd`, `iova` and `length`.
+            Ok(None) => core::ptr::null_mut(),
+            Ok(Some((d, i))) => match Self::publish(d, i) {
+                Ok(p) => p,
+                Err(e) => err_ptr(e),
+            },
             Err(e) => err_ptr(e),
         }
     }

@@ -21,7 +21,7 @@ use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit};
 use core::sync::atomic::AtomicBool;
 use crate::rdma::ah::AhAttr;
 use crate::mr::{self, RoxeMr};
-use crate::rdma::mr::{Mr, MrInfo, UserMrArgs};
+use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
 use crate::rdma::pd::Pd;
 use crate::table::Table;
 use crate::pd::{self, RoxePd};
@@ -220,6 +220,16 @@ impl Driver for Roxe {
 
     fn reg_user_mr(pd: &Pd<Self>, args: &UserMrArgs, udata: Option<&UData<'_>>) -> Result<(RoxeMr, MrInfo)> {
         mr::reg_user(pd, args, udata)
+    }
+
+    fn rereg_user_mr(
+        m: &Mr<Self>,
+        what: Rereg,
+        args: &UserMrArgs,
+        pd: &Pd<Self>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Option<(RoxeMr, MrInfo)>> {
+        mr::rereg(m, what, args, pd, udata)
     }
 
     fn dereg_mr(mr: &Mr<Self>) -> Result {

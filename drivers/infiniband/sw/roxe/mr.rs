@@ -10,13 +10,14 @@
 use crate::device::Roxe;
 use crate::proto::access::{self, AccessError};
 use crate::rdma::errno::eopnotsupp;
-use crate::rdma::mr::{Mr, MrInfo, UserMrArgs};
+use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
 use crate::rdma::pd::Pd;
 use crate::rdma::random;
 use crate::rdma::udata::UData;
 use crate::rdma::umem::{PinnedPage, Umem};
 use kernel::alloc::KVec;
 use kernel::error::code::EINVAL;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
 /// How an MR reaches memory.
@@ -40,7 +41,8 @@ pub(crate) enum Backing {
 pub(crate) struct RoxeMr {
     index: u32,
     key: u32,
-    access: u32,
+    /// Changed in place by `ibv_rereg_mr(IBV_REREG_MR_CHANGE_ACCESS)`.
+    access: AtomicU32,
     backing: Backing,
 }
 
@@ -53,7 +55,7 @@ impl RoxeMr {
 
     /// `IB_ACCESS_*` rights.
     pub(crate) fn access(&self) -> u32 {
-        self.access
+        self.access.load(Ordering::Acquire)
     }
 
     /// Where the MR's bytes live.
@@ -92,7 +94,7 @@ pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<(RoxeMr, MrInfo)> {
     let access = check_access(access)?;
     let (index, key) = new_key(pd)?;
     let info = MrInfo { lkey: key, rkey: key, iova: 0, length: u64::MAX };
-    Ok((RoxeMr { index, key, access, backing: Backing::Dma }, info))
+    Ok((RoxeMr { index, key, access: AtomicU32::new(access), backing: Backing::Dma }, info))
 }
 
 pub(crate) fn reg_user(pd: &Pd<Roxe>, args: &UserMrArgs, udata: Option<&UData<'_>>) -> Result<(RoxeMr, MrInfo)> {
@@ -111,7 +113,38 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, args: &UserMrArgs, udata: Option<&UData<'_
     let offset = umem.offset();
     let (index, key) = new_key(pd)?;
     let info = MrInfo { lkey: key, rkey: key, iova: args.iova, length: args.length };
-    Ok((RoxeMr { index, key, access, backing: Backing::User { _umem: umem, pages, offset } }, info))
+    let mr = RoxeMr {
+        index,
+        key,
+        access: AtomicU32::new(access),
+        backing: Backing::User { _umem: umem, pages, offset },
+    };
+    Ok((mr, info))
+}
+
+pub(crate) fn rereg(
+    mr: &Mr<Roxe>,
+    what: Rereg,
+    args: &UserMrArgs,
+    pd: &Pd<Roxe>,
+    udata: Option<&UData<'_>>,
+) -> Result<Option<(RoxeMr, MrInfo)>> {
+    let this = mr.data();
+    if matches!(this.backing, Backing::Dma) {
+        return Err(EINVAL);
+    }
+    let access = if what.access { check_access(args.access)? } else { this.access() };
+    if what.translation {
+        // New pages: a new MR with a new key replaces the old one.
+        let new = UserMrArgs { access, ..*args };
+        return reg_user(pd, &new, udata).map(Some);
+    }
+    if let Some(u) = udata {
+        u.expect_no_input()?;
+    }
+    // Access (and PD, which the core swaps) change in place; the key stays.
+    this.access.store(access, Ordering::Release);
+    Ok(None)
 }
 
 pub(crate) fn dereg(mr: &Mr<Roxe>) -> Result {

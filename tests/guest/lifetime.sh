@@ -1,0 +1,52 @@
+# Resource lifetime: pinned pages are released on deregistration and on
+# process exit, kill -9 of a process holding hundreds of objects frees them
+# all, and rmmod works afterwards.
+. "$ROXE_ROOT/tests/guest/lib.sh"
+HOG=$ROXE_ROOT/tests/guest/hog.py
+pins() { awk '/nr_foll_pin_acquired/ {a=$2} /nr_foll_pin_released/ {r=$2} END {print a - r}' /proc/vmstat; }
+objects() { rdma resource show 2>/dev/null | awk '$1 ~ /roxe0/'; }
+
+check "rdma link add" rdma link add roxe0 type roxe netdev "$ROXE_IF"
+base=$(pins)
+
+# Deregistration releases pins, in-process.
+check_output "MR registration pins pages and deregistration unpins them" "^ok" python3 -c '
+import pyverbs.device as d, pyverbs.pd as p, pyverbs.mr as m, pyverbs.enums as e
+def pins():
+    v = dict(l.split() for l in open("/proc/vmstat"))
+    return int(v["nr_foll_pin_acquired"]) - int(v["nr_foll_pin_released"])
+ctx = d.Context(name="roxe0"); pd = p.PD(ctx)
+before = pins()
+mr = m.MR(pd, 64 << 20, e.IBV_ACCESS_LOCAL_WRITE)
+during = pins()
+mr.close()
+after = pins()
+ok = during - before >= (64 << 20) // 4096 and after == before
+print("ok" if ok else "bad", before, during, after)
+'
+
+for qp in --no-qp ""; do
+	what=${qp:+PD/CQ/MR}; what=${what:-PD/CQ/MR/QP}
+	rm -f /tmp/hog.ready
+	python3 "$HOG" roxe0 200 /tmp/hog.ready $qp >/tmp/hog.log 2>&1 &
+	pid=$!
+	if wait_for 300 test -e /tmp/hog.ready; then
+		pass "a process created 200 each of $what ($(cat /tmp/hog.ready))"
+		check_fails "rmmod is refused while the process holds the device" rmmod roxe
+		held=$(pins)
+		[ $((held - base)) -ge $((200 * 256)) ] && pass "its MRs pinned $((held - base)) pages" ||
+			fail "expected at least $((200 * 256)) pinned pages, have $((held - base))"
+		kill -9 $pid
+		wait $pid 2>/dev/null
+		wait_for 30 sh -c "[ \$(awk '/nr_foll_pin_acquired/ {a=\$2} /nr_foll_pin_released/ {r=\$2} END {print a - r}' /proc/vmstat) -le $base ]"
+		[ "$(pins)" -le "$base" ] && pass "kill -9 released every pinned page" || fail "pins left after kill -9: $(($(pins) - base))"
+		check_fails "no roxe0 objects remain (rdma resource)" sh -c "rdma resource show qp 2>/dev/null | grep -q roxe0 || rdma resource show mr 2>/dev/null | grep -q roxe0 || rdma resource show cq 2>/dev/null | grep -q roxe0 || rdma resource show pd 2>/dev/null | grep -q roxe0"
+	else
+		fail "the process did not get its $what: $(tail -3 /tmp/hog.log)"
+		kill -9 $pid 2>/dev/null
+	fi
+done
+
+check "rdma link delete" rdma link delete roxe0
+check "rmmod roxe after kill -9" rmmod roxe
+finish
