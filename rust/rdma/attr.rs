@@ -57,6 +57,8 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_fast_reg_page_list_len: u32,
     pub(crate) max_pkeys: u16,
     pub(crate) local_ca_ack_delay: u8,
+    /// `IB_DEVICE_*` capability flags.
+    pub(crate) device_cap_flags: u64,
     /// Whether `rdma link delete` may remove the device.
     pub(crate) allow_user_unregister: bool,
 }
@@ -91,6 +93,10 @@ pub(crate) struct PortImmutable {
 
 /// The port capability bit for connection management support.
 pub(crate) const PORT_CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
+/// The device reports port state changes (`IB_DEVICE_PORT_ACTIVE_EVENT`).
+pub(crate) const CAP_PORT_ACTIVE_EVENT: u64 = bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT as u64;
+/// The device sets a system image GUID (`IB_DEVICE_SYS_IMAGE_GUID`).
+pub(crate) const CAP_SYS_IMAGE_GUID: u64 = bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64;
 /// The size of a management datagram.
 pub(crate) const MGMT_MAD_SIZE: u32 = bindings::IB_MGMT_MAD_SIZE;
 
@@ -128,6 +134,7 @@ impl DeviceAttr {
         out.max_fast_reg_page_list_len = self.max_fast_reg_page_list_len;
         out.max_pkeys = self.max_pkeys;
         out.local_ca_ack_delay = self.local_ca_ack_delay;
+        out.device_cap_flags = self.device_cap_flags;
         out.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
         out.masked_atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
         if self.allow_user_unregister {

@@ -10,7 +10,7 @@ use crate::rdma::link::LinkOps;
 use crate::rdma::sysfs::Buffer;
 use crate::cq::{self, RoxeCq};
 use crate::ah::{self, AhInfo, RoxeAh};
-use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_PD, MAX_QP, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_MW, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
+use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_PD, MAX_QP, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_MW, MAX_RES_RD_ATOM, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
 use crate::mw::{self, RoxeMw};
 use crate::rdma::mw::MwType;
 use crate::proto::wr::MAX_SGE;
@@ -55,6 +55,9 @@ const ABI_ATTR: &CStr = match CStr::from_bytes_with_nul(uapi::ABI_VERSION_ATTR.t
     Ok(name) => name,
     Err(_) => panic!("the ABI attribute name is not a C string"),
 };
+
+/// The capability flags roxe can stand behind today.
+const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT | crate::rdma::attr::CAP_SYS_IMAGE_GUID;
 
 /// The roxe driver.
 pub(crate) struct Roxe;
@@ -113,7 +116,9 @@ impl Driver for Roxe {
             max_sge_rd: MAX_SGE,
             max_qp_rd_atom: MAX_QP_RD_ATOM,
             max_qp_init_rd_atom: MAX_QP_RD_ATOM,
-            max_res_rd_atom: MAX_QP_RD_ATOM * MAX_QP,
+            max_res_rd_atom: MAX_RES_RD_ATOM,
+            // Port state changes are reported; the system image GUID is set.
+            device_cap_flags: DEVICE_CAPS,
             max_srq: MAX_SRQ,
             max_mw: MAX_MW,
             max_srq_wr: MAX_SRQ_WR,

@@ -8,33 +8,37 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::error::{code::ENOMEM, Result};
 
-/// Protection domains per device (rxe: 0x7ffc).
-pub(crate) const MAX_PD: u32 = 0x7ffc;
-/// Completion queues per device (rxe: 0x4000).
-pub(crate) const MAX_CQ: u32 = 0x4000;
-/// Entries per CQ (rxe: 32767). Rings round up to a power of two.
+/// Protection domains per device (rxe: 2^20).
+pub(crate) const MAX_PD: u32 = 1 << 20;
+/// Completion queues per device (rxe: 2^20).
+pub(crate) const MAX_CQ: u32 = 1 << 20;
+/// Entries per CQ (rxe: 2^15 - 1). Rings round up to a power of two.
 pub(crate) const MAX_CQE: u32 = 0xffff;
-/// Memory regions per device (rxe: 2^19 - 2). Keys hold a 24-bit index.
+/// Memory regions per device (rxe: 2^19 - 2). Keys hold a 24-bit index,
+/// shared with memory windows.
 pub(crate) const MAX_MR: u32 = 1 << 20;
 /// The largest MR in bytes (rxe: 2^64 - 1; roxe keeps pinned page lists
 /// bounded).
 pub(crate) const MAX_MR_SIZE: u64 = 1 << 40;
-/// Address handles per device (rxe: 0x3fff).
-pub(crate) const MAX_AH: u32 = 0x3fff;
+/// Address handles per device (rxe: 2^15 - 1).
+pub(crate) const MAX_AH: u32 = (1 << 15) - 1;
 /// Queue pairs per device (rxe: 2^20 - 16); QPNs run from 16 to 2^20 - 1.
 pub(crate) const MAX_QP: u32 = (1 << 20) - 16;
 /// Work requests per queue (rxe: 2^20).
 pub(crate) const MAX_QP_WR: u32 = 1 << 20;
 /// Outstanding RDMA Reads and atomics per QP (rxe: 128).
 pub(crate) const MAX_QP_RD_ATOM: u32 = 128;
-/// Shared receive queues per device.
-pub(crate) const MAX_SRQ: u32 = 1 << 17;
-/// Work requests per SRQ (rxe: 0x4000).
+/// Shared receive queues per device (rxe: 2^20 - 0x20001).
+pub(crate) const MAX_SRQ: u32 = (1 << 20) - 0x2_0001;
+/// Work requests per SRQ (rxe: 2^20).
 pub(crate) const MAX_SRQ_WR: u32 = 1 << 20;
 /// Scatter/gather entries per SRQ receive (rxe: 27).
 pub(crate) const MAX_SRQ_SGE: u32 = 32;
-/// Memory windows per device (rxe: 0x10000).
-pub(crate) const MAX_MW: u32 = 1 << 17;
+/// Memory windows per device (rxe: 2^19 - 1).
+pub(crate) const MAX_MW: u32 = (1 << 19) - 1;
+/// Responder resources for RDMA Reads and atomics across the device
+/// (rxe: 0x3f000).
+pub(crate) const MAX_RES_RD_ATOM: u32 = 0x3f000;
 /// Slots in the largest CQ ring.
 pub(crate) const MAX_CQ_SLOTS: u32 = MAX_CQE + 1;
 
