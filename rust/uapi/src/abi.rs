@@ -116,19 +116,8 @@ pub struct Cqe {
 // ---------------------------------------------------------------------------
 
 /// Driver part of the `ibv_cmd_create_cq` and `ibv_cmd_resize_cq` responses:
-/// where to map the CQ ring.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CreateCqResp {
-    /// Offset to pass to `mmap` on the verbs command fd.
-    pub mmap_offset: u64,
-    /// Length of the mapping in bytes (header plus slots, page-rounded).
-    pub mmap_size: u64,
-    /// Slots in the ring, a power of two.
-    pub num_slots: u32,
-    /// Size of one slot (`size_of::<Cqe>()`).
-    pub slot_size: u32,
-}
+/// where to map the CQ ring (`slot_size` is `size_of::<Cqe>()`).
+pub type CreateCqResp = RingInfo;
 
 /// Driver part of the `ibv_cmd_create_ah` response.
 #[repr(C)]
