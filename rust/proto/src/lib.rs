@@ -10,8 +10,18 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+// The unit tests run on the host and may allocate.
+#[cfg(test)]
+extern crate std;
+
 pub mod access;
+pub mod aeth;
+pub mod headers;
+pub mod icrc;
 pub mod mtu;
+pub mod opcode;
+pub mod psn;
 pub mod qp;
 pub mod ring;
+pub mod udp;
 pub mod wr;

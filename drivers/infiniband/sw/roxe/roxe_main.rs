@@ -27,9 +27,15 @@ mod rdma;
 #[allow(unreachable_pub, dead_code)]
 mod proto {
     pub(crate) mod access;
+    pub(crate) mod aeth;
+    pub(crate) mod headers;
+    pub(crate) mod icrc;
     pub(crate) mod mtu;
+    pub(crate) mod opcode;
+    pub(crate) mod psn;
     pub(crate) mod qp;
     pub(crate) mod ring;
+    pub(crate) mod udp;
     pub(crate) mod wr;
 }
 
