@@ -14,7 +14,7 @@ RUSTC ?= /usr/bin/rustc
 BINDGEN ?= /opt/roxe/tools/bin/bindgen
 PROVIDER_SO := $(ROOT)/userspace-provider/target/release/libroxe.so
 
-.PHONY: all setup kdir module provider host-test vm-test test demo install clean
+.PHONY: all setup kdir module provider hostile host-test vm-test test demo install clean
 
 all: module provider
 
@@ -33,10 +33,14 @@ module: setup
 provider: setup
 	cargo build --release --locked --manifest-path $(ROOT)/userspace-provider/Cargo.toml
 
+# The hostile user-space test program (tests/hostile), run inside guests.
+hostile: setup
+	cargo build --release --locked --manifest-path $(ROOT)/tests/hostile/Cargo.toml
+
 host-test: setup
 	$(ROOT)/tests/host-tests
 
-vm-test: module provider
+vm-test: module provider hostile
 	$(ROOT)/tests/vm-tests
 
 test:

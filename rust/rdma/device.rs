@@ -573,6 +573,11 @@ impl<T: Driver> NewDevice<T> {
             (*ib).local_dma_lkey = 0;
             // The name comes from `rdma link add`, as with rxe.
             (*ib).name_assign_type = bindings::rdma_nl_name_assign_type_RDMA_NAME_ASSIGN_TYPE_USER;
+            // The core disables these two write commands unless the driver
+            // asks for them: POST_SEND is the user SQ doorbell, and
+            // REQ_NOTIFY_CQ arms a CQ for `ibv_req_notify_cq`.
+            (*ib).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+                | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
         }
         // INVARIANT: allocated, ops set, data initialised, not registered.
         Ok(Self { ptr: raw, _p: PhantomData })

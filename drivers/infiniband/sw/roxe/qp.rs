@@ -427,12 +427,30 @@ fn check_send_wqe(this: &RoxeQp, w: &SendWqe) -> core::result::Result<(), WcStat
     Ok(())
 }
 
-/// Moves the QP to ERR from a path that found bad work: the offending WR
-/// completes with `status`, everything else is flushed.
-fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, wr_id: u64, op: WcOp, status: WcStatus) {
+/// Completes the next `n` send WQEs with a flush error, in order.
+fn flush_sq_head(qp: &Qp<Roxe>, st: &mut QpState, n: u32) {
     let this = qp.data();
+    for _ in 0..n {
+        let w = this.sq.read(st.sq_consumer);
+        let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
+        if let Some(scq) = qp.send_cq() {
+            let _ = cq::push(scq, flush_cqe(qp.qp_num(), w.wr_id, op), false);
+        }
+        st.sq_consumer = st.sq_consumer.wrapping_add(1);
+    }
+    this.sq.set_consumer(st.sq_consumer);
+}
+
+/// Moves the QP to ERR because the WQE `ahead` slots past the consumer is
+/// bad. Completions follow posting order: the valid WQEs before it are
+/// flushed (nothing can send them once the QP is in ERR), the bad one
+/// completes with `status`, and everything after it is flushed.
+fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, ahead: u32, bad: &SendWqe, status: WcStatus) {
+    let this = qp.data();
+    flush_sq_head(qp, st, ahead);
+    let op = SendOp::from_raw(bad.opcode).map_or(WcOp::Send, SendOp::completion);
     if let Some(scq) = qp.send_cq() {
-        let cqe = Cqe { status: status as u32, ..flush_cqe(qp.qp_num(), wr_id, op) };
+        let cqe = Cqe { status: status as u32, ..flush_cqe(qp.qp_num(), bad.wr_id, op) };
         let _ = cq::push(scq, cqe, false);
     }
     st.sq_consumer = st.sq_consumer.wrapping_add(1);
@@ -470,12 +488,7 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
     for i in 0..pending {
         let w = this.sq.read(st.sq_consumer.wrapping_add(i));
         if let Err(status) = check_send_wqe(this, &w) {
-            // Everything before the bad WQE stays queued for the data path;
-            // the bad one completes in error and the QP enters ERR, which
-            // flushes the rest.
-            let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
-            st.sq_consumer = st.sq_consumer.wrapping_add(i);
-            fail_qp(qp, &mut st, w.wr_id, op, status);
+            fail_qp(qp, &mut st, i, &w, status);
             return Ok(());
         }
     }
