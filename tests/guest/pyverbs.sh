@@ -16,7 +16,8 @@ gunzip -q "$work"/tests/*.gz
 # Each test runs in its own process with a time limit: a test that waits
 # for a completion event that never comes must not stop the rest.
 run_suite() {
-	local dev=$1 log=$ROXE_OUT/pyverbs-$dev.log re id rc
+	local dev=$1
+	local log=$ROXE_OUT/pyverbs-$dev.log re id rc
 	re=$(echo $modules | sed 's/ /|/g')
 	: >"$log"
 	# Let the GID table fill from the netdev's addresses.

@@ -10,9 +10,11 @@
 //! contexts that answer `query_device_ex` and `query_port` through the kernel,
 //! protection domains, memory regions (`reg_mr`, `rereg_mr`, `dereg_mr`),
 //! completion queues with a user-mapped ring ([`ring`], [`cq`]; plain and
-//! extended polling without system calls, `req_notify_cq`, `resize_cq`), and
-//! address handles. Every other verb is left NULL, so libibverbs' own dummy
-//! answers `EOPNOTSUPP`.
+//! extended polling without system calls, `req_notify_cq`, `resize_cq`),
+//! address handles, queue pairs and shared receive queues whose work
+//! requests go straight into user-mapped rings ([`wq`], [`qp`]; sends ring a
+//! doorbell, receives need no system call), and memory windows. Every other
+//! verb is left NULL, so libibverbs' own dummy answers `EOPNOTSUPP`.
 //!
 //! All `unsafe` code lives in the private `ffi` module.
 
@@ -27,7 +29,9 @@ pub mod cq;
 pub mod device;
 pub mod errno;
 pub mod matching;
+pub mod qp;
 pub mod ring;
+pub mod wq;
 
 #[allow(unsafe_code)]
 mod ffi;

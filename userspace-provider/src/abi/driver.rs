@@ -51,3 +51,23 @@ pub struct CreateAhResp {
     /// roxe's part: the AH number for UD work requests.
     pub drv: roxe_uapi::CreateAhResp,
 }
+
+/// Response of `ibv_cmd_create_qp` and `ibv_cmd_create_qp_ex`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateQpResp {
+    /// `ibv_resp`.
+    pub ibv_resp: uverbs::CreateQpResp,
+    /// roxe's part: where to map the send and receive rings.
+    pub drv: roxe_uapi::CreateQpResp,
+}
+
+/// Response of `ibv_cmd_create_srq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateSrqResp {
+    /// `ibv_resp`.
+    pub ibv_resp: uverbs::CreateSrqResp,
+    /// roxe's part: where to map the ring, and the SRQ number.
+    pub drv: roxe_uapi::CreateSrqResp,
+}

@@ -874,3 +874,652 @@ pub struct CreateCqEx {
     /// `core_payload`.
     pub core_payload: uverbs::ExCreateCq,
 }
+
+/// `enum ibv_qp_type`: `IBV_QPT_RC`.
+pub const QPT_RC: u32 = 2;
+/// `IBV_QPT_UC`.
+pub const QPT_UC: u32 = 3;
+/// `IBV_QPT_UD`.
+pub const QPT_UD: u32 = 4;
+
+/// `enum ibv_qp_state`: `IBV_QPS_RESET`.
+pub const QPS_RESET: u32 = 0;
+/// `IBV_QPS_INIT`.
+pub const QPS_INIT: u32 = 1;
+/// `IBV_QPS_RTR`.
+pub const QPS_RTR: u32 = 2;
+/// `IBV_QPS_RTS`.
+pub const QPS_RTS: u32 = 3;
+/// `IBV_QPS_SQD`.
+pub const QPS_SQD: u32 = 4;
+/// `IBV_QPS_SQE`.
+pub const QPS_SQE: u32 = 5;
+/// `IBV_QPS_ERR`.
+pub const QPS_ERR: u32 = 6;
+
+/// `enum ibv_qp_attr_mask`: `IBV_QP_STATE`.
+pub const QP_STATE: c_int = 1 << 0;
+
+/// `enum ibv_qp_init_attr_mask`: `IBV_QP_INIT_ATTR_PD`.
+pub const QP_INIT_ATTR_PD: u32 = 1 << 0;
+/// `IBV_QP_INIT_ATTR_XRCD`.
+pub const QP_INIT_ATTR_XRCD: u32 = 1 << 1;
+/// `IBV_QP_INIT_ATTR_CREATE_FLAGS`.
+pub const QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+/// `IBV_QP_INIT_ATTR_MAX_TSO_HEADER`.
+pub const QP_INIT_ATTR_MAX_TSO_HEADER: u32 = 1 << 3;
+/// `IBV_QP_INIT_ATTR_IND_TABLE`.
+pub const QP_INIT_ATTR_IND_TABLE: u32 = 1 << 4;
+/// `IBV_QP_INIT_ATTR_RX_HASH`.
+pub const QP_INIT_ATTR_RX_HASH: u32 = 1 << 5;
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: asks for the `ibv_wr_*` interface.
+pub const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+
+/// `enum ibv_wr_opcode`: `IBV_WR_RDMA_WRITE`.
+pub const WR_RDMA_WRITE: u32 = 0;
+/// `IBV_WR_RDMA_WRITE_WITH_IMM`.
+pub const WR_RDMA_WRITE_WITH_IMM: u32 = 1;
+/// `IBV_WR_SEND`.
+pub const WR_SEND: u32 = 2;
+/// `IBV_WR_SEND_WITH_IMM`.
+pub const WR_SEND_WITH_IMM: u32 = 3;
+/// `IBV_WR_RDMA_READ`.
+pub const WR_RDMA_READ: u32 = 4;
+/// `IBV_WR_ATOMIC_CMP_AND_SWP`.
+pub const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
+/// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
+pub const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+/// `IBV_WR_LOCAL_INV`.
+pub const WR_LOCAL_INV: u32 = 7;
+/// `IBV_WR_BIND_MW`.
+pub const WR_BIND_MW: u32 = 8;
+/// `IBV_WR_SEND_WITH_INV`.
+pub const WR_SEND_WITH_INV: u32 = 9;
+/// `IBV_WR_ATOMIC_WRITE`.
+pub const WR_ATOMIC_WRITE: u32 = 15;
+
+/// `enum ibv_send_flags`: `IBV_SEND_INLINE`.
+pub const SEND_INLINE: c_uint = 1 << 3;
+
+/// `struct ibv_qp`.
+#[repr(C)]
+pub struct Qp {
+    /// `context`.
+    pub context: *mut Context,
+    /// `qp_context`.
+    pub qp_context: *mut c_void,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `send_cq`.
+    pub send_cq: *mut Cq,
+    /// `recv_cq`.
+    pub recv_cq: *mut Cq,
+    /// `srq`.
+    pub srq: *mut Srq,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+    /// `qp_num`.
+    pub qp_num: u32,
+    /// `state` (`enum ibv_qp_state`), kept by libibverbs.
+    pub state: u32,
+    /// `qp_type` (`enum ibv_qp_type`).
+    pub qp_type: u32,
+    /// `mutex`.
+    pub mutex: PthreadMutex,
+    /// `cond`.
+    pub cond: PthreadCond,
+    /// `events_completed`.
+    pub events_completed: u32,
+}
+
+impl Qp {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        qp_context: core::ptr::null_mut(),
+        pd: core::ptr::null_mut(),
+        send_cq: core::ptr::null_mut(),
+        recv_cq: core::ptr::null_mut(),
+        srq: core::ptr::null_mut(),
+        handle: 0,
+        qp_num: 0,
+        state: 0,
+        qp_type: 0,
+        mutex: PthreadMutex::INITIALIZER,
+        cond: PthreadCond::INITIALIZER,
+        events_completed: 0,
+    };
+}
+
+/// `struct ibv_qp_ex`: `struct ibv_qp`, then the `ibv_wr_*` interface,
+/// which roxe does not offer (its pointers stay NULL).
+#[repr(C)]
+pub struct QpEx {
+    /// `qp_base`.
+    pub qp_base: Qp,
+    /// `comp_mask`.
+    pub comp_mask: u64,
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `wr_flags`.
+    pub wr_flags: c_uint,
+    /// `wr_atomic_cmp_swp`.
+    pub wr_atomic_cmp_swp: OpaqueFn,
+    /// `wr_atomic_fetch_add`.
+    pub wr_atomic_fetch_add: OpaqueFn,
+    /// `wr_bind_mw`.
+    pub wr_bind_mw: OpaqueFn,
+    /// `wr_local_inv`.
+    pub wr_local_inv: OpaqueFn,
+    /// `wr_rdma_read`.
+    pub wr_rdma_read: OpaqueFn,
+    /// `wr_rdma_write`.
+    pub wr_rdma_write: OpaqueFn,
+    /// `wr_rdma_write_imm`.
+    pub wr_rdma_write_imm: OpaqueFn,
+    /// `wr_send`.
+    pub wr_send: OpaqueFn,
+    /// `wr_send_imm`.
+    pub wr_send_imm: OpaqueFn,
+    /// `wr_send_inv`.
+    pub wr_send_inv: OpaqueFn,
+    /// `wr_send_tso`.
+    pub wr_send_tso: OpaqueFn,
+    /// `wr_set_ud_addr`.
+    pub wr_set_ud_addr: OpaqueFn,
+    /// `wr_set_xrc_srqn`.
+    pub wr_set_xrc_srqn: OpaqueFn,
+    /// `wr_set_inline_data`.
+    pub wr_set_inline_data: OpaqueFn,
+    /// `wr_set_inline_data_list`.
+    pub wr_set_inline_data_list: OpaqueFn,
+    /// `wr_set_sge`.
+    pub wr_set_sge: OpaqueFn,
+    /// `wr_set_sge_list`.
+    pub wr_set_sge_list: OpaqueFn,
+    /// `wr_start`.
+    pub wr_start: OpaqueFn,
+    /// `wr_complete`.
+    pub wr_complete: OpaqueFn,
+    /// `wr_abort`.
+    pub wr_abort: OpaqueFn,
+    /// `wr_atomic_write`.
+    pub wr_atomic_write: OpaqueFn,
+}
+
+impl QpEx {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        qp_base: Qp::ZERO,
+        comp_mask: 0,
+        wr_id: 0,
+        wr_flags: 0,
+        wr_atomic_cmp_swp: None,
+        wr_atomic_fetch_add: None,
+        wr_bind_mw: None,
+        wr_local_inv: None,
+        wr_rdma_read: None,
+        wr_rdma_write: None,
+        wr_rdma_write_imm: None,
+        wr_send: None,
+        wr_send_imm: None,
+        wr_send_inv: None,
+        wr_send_tso: None,
+        wr_set_ud_addr: None,
+        wr_set_xrc_srqn: None,
+        wr_set_inline_data: None,
+        wr_set_inline_data_list: None,
+        wr_set_sge: None,
+        wr_set_sge_list: None,
+        wr_start: None,
+        wr_complete: None,
+        wr_abort: None,
+        wr_atomic_write: None,
+    };
+}
+
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpCap {
+    /// `max_send_wr`.
+    pub max_send_wr: u32,
+    /// `max_recv_wr`.
+    pub max_recv_wr: u32,
+    /// `max_send_sge`.
+    pub max_send_sge: u32,
+    /// `max_recv_sge`.
+    pub max_recv_sge: u32,
+    /// `max_inline_data`.
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr`.
+#[repr(C)]
+pub struct QpInitAttr {
+    /// `qp_context`.
+    pub qp_context: *mut c_void,
+    /// `send_cq`.
+    pub send_cq: *mut Cq,
+    /// `recv_cq`.
+    pub recv_cq: *mut Cq,
+    /// `srq`.
+    pub srq: *mut Srq,
+    /// `cap`: what the caller asks for; set to what it got on success.
+    pub cap: QpCap,
+    /// `qp_type` (`enum ibv_qp_type`).
+    pub qp_type: u32,
+    /// `sq_sig_all`.
+    pub sq_sig_all: c_int,
+}
+
+/// `struct ibv_rx_hash_conf`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RxHashConf {
+    /// `rx_hash_function`.
+    pub rx_hash_function: u8,
+    /// `rx_hash_key_len`.
+    pub rx_hash_key_len: u8,
+    /// `rx_hash_key`.
+    pub rx_hash_key: *mut u8,
+    /// `rx_hash_fields_mask`.
+    pub rx_hash_fields_mask: u64,
+}
+
+/// `struct ibv_qp_init_attr_ex`: `struct ibv_qp_init_attr`'s fields, then
+/// the extended ones that `comp_mask` selects.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct QpInitAttrEx {
+    /// `qp_context`.
+    pub qp_context: *mut c_void,
+    /// `send_cq`.
+    pub send_cq: *mut Cq,
+    /// `recv_cq`.
+    pub recv_cq: *mut Cq,
+    /// `srq`.
+    pub srq: *mut Srq,
+    /// `cap`.
+    pub cap: QpCap,
+    /// `qp_type` (`enum ibv_qp_type`).
+    pub qp_type: u32,
+    /// `sq_sig_all`.
+    pub sq_sig_all: c_int,
+    /// `comp_mask` (`enum ibv_qp_init_attr_mask`).
+    pub comp_mask: u32,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `xrcd`.
+    pub xrcd: *mut c_void,
+    /// `create_flags` (`enum ibv_qp_create_flags`).
+    pub create_flags: u32,
+    /// `max_tso_header`.
+    pub max_tso_header: u16,
+    /// `rwq_ind_tbl`.
+    pub rwq_ind_tbl: *mut c_void,
+    /// `rx_hash_conf`.
+    pub rx_hash_conf: RxHashConf,
+    /// `source_qpn`.
+    pub source_qpn: u32,
+    /// `send_ops_flags` (`enum ibv_qp_create_send_ops_flags`).
+    pub send_ops_flags: u64,
+}
+
+/// `struct ibv_qp_attr`. roxe reads only `qp_state`; libibverbs and the
+/// kernel handle the rest.
+#[repr(C)]
+pub struct QpAttr {
+    /// `qp_state`.
+    pub qp_state: u32,
+    /// `cur_qp_state`.
+    pub cur_qp_state: u32,
+    /// `path_mtu`.
+    pub path_mtu: u32,
+    /// `path_mig_state`.
+    pub path_mig_state: u32,
+    /// `qkey`.
+    pub qkey: u32,
+    /// `rq_psn`.
+    pub rq_psn: u32,
+    /// `sq_psn`.
+    pub sq_psn: u32,
+    /// `dest_qp_num`.
+    pub dest_qp_num: u32,
+    /// `qp_access_flags`.
+    pub qp_access_flags: c_uint,
+    /// `cap`.
+    pub cap: QpCap,
+    /// `ah_attr`.
+    pub ah_attr: AhAttr,
+    /// `alt_ah_attr`.
+    pub alt_ah_attr: AhAttr,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `alt_pkey_index`.
+    pub alt_pkey_index: u16,
+    /// `en_sqd_async_notify`.
+    pub en_sqd_async_notify: u8,
+    /// `sq_draining`.
+    pub sq_draining: u8,
+    /// `max_rd_atomic`.
+    pub max_rd_atomic: u8,
+    /// `max_dest_rd_atomic`.
+    pub max_dest_rd_atomic: u8,
+    /// `min_rnr_timer`.
+    pub min_rnr_timer: u8,
+    /// `port_num`.
+    pub port_num: u8,
+    /// `timeout`.
+    pub timeout: u8,
+    /// `retry_cnt`.
+    pub retry_cnt: u8,
+    /// `rnr_retry`.
+    pub rnr_retry: u8,
+    /// `alt_port_num`.
+    pub alt_port_num: u8,
+    /// `alt_timeout`.
+    pub alt_timeout: u8,
+    /// `rate_limit`.
+    pub rate_limit: u32,
+}
+
+/// `struct ibv_srq`.
+#[repr(C)]
+pub struct Srq {
+    /// `context`.
+    pub context: *mut Context,
+    /// `srq_context`.
+    pub srq_context: *mut c_void,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+    /// `mutex`.
+    pub mutex: PthreadMutex,
+    /// `cond`.
+    pub cond: PthreadCond,
+    /// `events_completed`.
+    pub events_completed: u32,
+}
+
+impl Srq {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        srq_context: core::ptr::null_mut(),
+        pd: core::ptr::null_mut(),
+        handle: 0,
+        mutex: PthreadMutex::INITIALIZER,
+        cond: PthreadCond::INITIALIZER,
+        events_completed: 0,
+    };
+}
+
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SrqAttr {
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `srq_limit`.
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`.
+#[repr(C)]
+pub struct SrqInitAttr {
+    /// `srq_context`.
+    pub srq_context: *mut c_void,
+    /// `attr`: what the caller asks for; set to what it got on success.
+    pub attr: SrqAttr,
+}
+
+/// `enum ibv_mw_type` is an `int`-sized enum; `IBV_MW_TYPE_1` is 1.
+pub type MwType = c_uint;
+
+/// `struct ibv_mw`.
+#[repr(C)]
+pub struct Mw {
+    /// `context`.
+    pub context: *mut Context,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `rkey`.
+    pub rkey: u32,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+    /// `type` (`enum ibv_mw_type`).
+    pub type_: MwType,
+}
+
+impl Mw {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        pd: core::ptr::null_mut(),
+        rkey: 0,
+        handle: 0,
+        type_: 0,
+    };
+}
+
+/// `struct ibv_mw_bind_info`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct MwBindInfo {
+    /// `mr`.
+    pub mr: *mut Mr,
+    /// `addr`.
+    pub addr: u64,
+    /// `length`.
+    pub length: u64,
+    /// `mw_access_flags`.
+    pub mw_access_flags: c_uint,
+}
+
+/// `struct ibv_sge`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// `addr`.
+    pub addr: u64,
+    /// `length`.
+    pub length: u32,
+    /// `lkey`.
+    pub lkey: u32,
+}
+
+/// The `rdma` member of `ibv_send_wr.wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RdmaWr {
+    /// `remote_addr`.
+    pub remote_addr: u64,
+    /// `rkey`.
+    pub rkey: u32,
+}
+
+/// The `atomic` member of `ibv_send_wr.wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct AtomicWr {
+    /// `remote_addr`.
+    pub remote_addr: u64,
+    /// `compare_add`.
+    pub compare_add: u64,
+    /// `swap`.
+    pub swap: u64,
+    /// `rkey`.
+    pub rkey: u32,
+}
+
+/// The `ud` member of `ibv_send_wr.wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct UdWr {
+    /// `ah`.
+    pub ah: *mut Ah,
+    /// `remote_qpn`.
+    pub remote_qpn: u32,
+    /// `remote_qkey`.
+    pub remote_qkey: u32,
+}
+
+/// The union `wr` of `struct ibv_send_wr`: which member is meant depends
+/// on the QP type and the opcode.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union SendWrWr {
+    /// `rdma`.
+    pub rdma: RdmaWr,
+    /// `atomic`.
+    pub atomic: AtomicWr,
+    /// `ud`.
+    pub ud: UdWr,
+}
+
+/// The `bind_mw` member of the last union of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct BindMwWr {
+    /// `mw`.
+    pub mw: *mut Mw,
+    /// `rkey`.
+    pub rkey: u32,
+    /// `bind_info`.
+    pub bind_info: MwBindInfo,
+}
+
+/// The `tso` member of the last union of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TsoWr {
+    /// `hdr`.
+    pub hdr: *mut c_void,
+    /// `hdr_sz`.
+    pub hdr_sz: u16,
+    /// `mss`.
+    pub mss: u16,
+}
+
+/// The anonymous last union of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union SendWrExtra {
+    /// `bind_mw`.
+    pub bind_mw: BindMwWr,
+    /// `tso`.
+    pub tso: TsoWr,
+}
+
+/// `struct ibv_send_wr`.
+#[repr(C)]
+pub struct SendWr {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `next`.
+    pub next: *mut SendWr,
+    /// `sg_list`.
+    pub sg_list: *mut Sge,
+    /// `num_sge`.
+    pub num_sge: c_int,
+    /// `opcode` (`enum ibv_wr_opcode`).
+    pub opcode: u32,
+    /// `send_flags` (`enum ibv_send_flags`).
+    pub send_flags: c_uint,
+    /// The anonymous union of `imm_data` (network byte order) and
+    /// `invalidate_rkey`; both are 32 bits at the same place.
+    pub imm_data: u32,
+    /// `wr`.
+    pub wr: SendWrWr,
+    /// `qp_type.xrc.remote_srqn`, the only member of the `qp_type` union.
+    pub remote_srqn: u32,
+    /// The anonymous union of `bind_mw` and `tso`.
+    pub extra: SendWrExtra,
+}
+
+/// `struct ibv_recv_wr`.
+#[repr(C)]
+pub struct RecvWr {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `next`.
+    pub next: *mut RecvWr,
+    /// `sg_list`.
+    pub sg_list: *mut Sge,
+    /// `num_sge`.
+    pub num_sge: c_int,
+}
+
+/// `struct ibv_create_qp` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateQp {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::CreateQp,
+}
+
+/// `struct ibv_modify_qp` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ModifyQp {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::ModifyQp,
+}
+
+/// `struct ibv_query_qp` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct QueryQp {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::QueryQp,
+}
+
+/// `struct ibv_create_srq` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateSrq {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::CreateSrq,
+}
+
+/// `struct ibv_modify_srq` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ModifySrq {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::ModifySrq,
+}
+
+/// `struct ibv_query_srq` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct QuerySrq {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::QuerySrq,
+}
+
+/// `struct ibv_alloc_mw` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct AllocMw {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::AllocMw,
+}

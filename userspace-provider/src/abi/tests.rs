@@ -12,6 +12,11 @@
 //! `DECLARE_CMD_EX`: `ibv_get_context`, `ibv_query_port`, `ibv_alloc_pd`,
 //! `ibv_reg_mr`, `ibv_rereg_mr`, `ibv_create_cq`, `ibv_resize_cq`, `ex_hdr`,
 //! `ibv_create_cq_ex`). The private ones were also worked out by hand. The
+//! QP, SRQ, MW and work-request structures (`ibv_qp_layouts`,
+//! `verbs_qp_layouts`, `uverbs_qp_layouts`) were printed the same way,
+//! with `struct verbs_qp` and the `kern-abi.h` wrappers `ibv_create_qp`,
+//! `ibv_modify_qp`, `ibv_query_qp`, `ibv_create_srq`, `ibv_modify_srq`,
+//! `ibv_query_srq` and `ibv_alloc_mw` restated from rdma-core `v44.0`. The
 //! `driver` responses were checked against C structs of the same shape as
 //! `DECLARE_DRV_CMD` builds. A test reports every mismatch of its group, not
 //! only the first.
@@ -771,6 +776,343 @@ fn uverbs_layouts() {
     assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
 }
 
+/// The `verbs.h` structures of QPs, SRQs, MWs and work requests, and their
+/// `kern-abi.h` command wrappers.
+#[test]
+fn ibv_qp_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, ibv::Qp, size 160, align 8 {
+        context: 0,
+        qp_context: 8,
+        pd: 16,
+        send_cq: 24,
+        recv_cq: 32,
+        srq: 40,
+        handle: 48,
+        qp_num: 52,
+        state: 56,
+        qp_type: 60,
+        mutex: 64,
+        cond: 104,
+        events_completed: 152,
+    });
+    assert_layout!(errs, ibv::PthreadCond, size 48, align 8 {
+    });
+    assert_layout!(errs, ibv::QpEx, size 352, align 8 {
+        qp_base: 0,
+        comp_mask: 160,
+        wr_id: 168,
+        wr_flags: 176,
+        wr_atomic_cmp_swp: 184,
+        wr_send: 240,
+        wr_set_ud_addr: 272,
+        wr_start: 320,
+        wr_complete: 328,
+        wr_abort: 336,
+        wr_atomic_write: 344,
+    });
+    assert_layout!(errs, ibv::QpCap, size 20, align 4 {
+        max_send_wr: 0,
+        max_recv_wr: 4,
+        max_send_sge: 8,
+        max_recv_sge: 12,
+        max_inline_data: 16,
+    });
+    assert_layout!(errs, ibv::QpInitAttr, size 64, align 8 {
+        qp_context: 0,
+        send_cq: 8,
+        recv_cq: 16,
+        srq: 24,
+        cap: 32,
+        qp_type: 52,
+        sq_sig_all: 56,
+    });
+    assert_layout!(errs, ibv::RxHashConf, size 24, align 8 {
+        rx_hash_function: 0,
+        rx_hash_key_len: 1,
+        rx_hash_key: 8,
+        rx_hash_fields_mask: 16,
+    });
+    assert_layout!(errs, ibv::QpInitAttrEx, size 136, align 8 {
+        qp_context: 0,
+        send_cq: 8,
+        recv_cq: 16,
+        srq: 24,
+        cap: 32,
+        qp_type: 52,
+        sq_sig_all: 56,
+        comp_mask: 60,
+        pd: 64,
+        xrcd: 72,
+        create_flags: 80,
+        max_tso_header: 84,
+        rwq_ind_tbl: 88,
+        rx_hash_conf: 96,
+        source_qpn: 120,
+        send_ops_flags: 128,
+    });
+    assert_layout!(errs, ibv::QpAttr, size 144, align 8 {
+        qp_state: 0,
+        cur_qp_state: 4,
+        path_mtu: 8,
+        path_mig_state: 12,
+        qkey: 16,
+        rq_psn: 20,
+        sq_psn: 24,
+        dest_qp_num: 28,
+        qp_access_flags: 32,
+        cap: 36,
+        ah_attr: 56,
+        alt_ah_attr: 88,
+        pkey_index: 120,
+        alt_pkey_index: 122,
+        en_sqd_async_notify: 124,
+        sq_draining: 125,
+        max_rd_atomic: 126,
+        max_dest_rd_atomic: 127,
+        min_rnr_timer: 128,
+        port_num: 129,
+        timeout: 130,
+        retry_cnt: 131,
+        rnr_retry: 132,
+        alt_port_num: 133,
+        alt_timeout: 134,
+        rate_limit: 136,
+    });
+    assert_layout!(errs, ibv::Srq, size 128, align 8 {
+        context: 0,
+        srq_context: 8,
+        pd: 16,
+        handle: 24,
+        mutex: 32,
+        cond: 72,
+        events_completed: 120,
+    });
+    assert_layout!(errs, ibv::SrqAttr, size 12, align 4 {
+        max_wr: 0,
+        max_sge: 4,
+        srq_limit: 8,
+    });
+    assert_layout!(errs, ibv::SrqInitAttr, size 24, align 8 {
+        srq_context: 0,
+        attr: 8,
+    });
+    assert_layout!(errs, ibv::Mw, size 32, align 8 {
+        context: 0,
+        pd: 8,
+        rkey: 16,
+        handle: 20,
+        type_: 24,
+    });
+    assert_layout!(errs, ibv::MwBindInfo, size 32, align 8 {
+        mr: 0,
+        addr: 8,
+        length: 16,
+        mw_access_flags: 24,
+    });
+    assert_layout!(errs, ibv::Sge, size 16, align 8 {
+        addr: 0,
+        length: 8,
+        lkey: 12,
+    });
+    assert_layout!(errs, ibv::SendWr, size 128, align 8 {
+        wr_id: 0,
+        next: 8,
+        sg_list: 16,
+        num_sge: 24,
+        opcode: 28,
+        send_flags: 32,
+        imm_data: 36,
+        wr: 40,
+        wr.rdma.remote_addr: 40,
+        wr.rdma.rkey: 48,
+        wr.atomic.remote_addr: 40,
+        wr.atomic.compare_add: 48,
+        wr.atomic.swap: 56,
+        wr.atomic.rkey: 64,
+        wr.ud.ah: 40,
+        wr.ud.remote_qpn: 48,
+        wr.ud.remote_qkey: 52,
+        remote_srqn: 72,
+        extra: 80,
+        extra.bind_mw.mw: 80,
+        extra.bind_mw.rkey: 88,
+        extra.bind_mw.bind_info: 96,
+        extra.tso.hdr: 80,
+        extra.tso.hdr_sz: 88,
+        extra.tso.mss: 90,
+    });
+    assert_layout!(errs, ibv::SendWrWr, size 32, align 8 {
+    });
+    assert_layout!(errs, ibv::SendWrExtra, size 48, align 8 {
+    });
+    assert_layout!(errs, ibv::RecvWr, size 32, align 8 {
+        wr_id: 0,
+        next: 8,
+        sg_list: 16,
+        num_sge: 24,
+    });
+    assert_layout!(errs, ibv::CreateQp, size 64, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::ModifyQp, size 120, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::QueryQp, size 24, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::CreateSrq, size 40, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::ModifySrq, size 24, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::QuerySrq, size 24, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::AllocMw, size 24, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// `struct verbs_qp` from `driver.h`.
+#[test]
+fn verbs_qp_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, verbs::Qp, size 368, align 8 {
+        qp: 0,
+        qp.qp: 0,
+        qp.qp_ex: 0,
+        comp_mask: 352,
+        xrcd: 360,
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// The `ib_user_verbs.h` structures of QPs, SRQs and MWs.
+#[test]
+fn uverbs_qp_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, uverbs::CreateQp, size 56, align 8 {
+        response: 0,
+        user_handle: 8,
+        pd_handle: 16,
+        send_cq_handle: 20,
+        recv_cq_handle: 24,
+        srq_handle: 28,
+        max_send_wr: 32,
+        max_recv_wr: 36,
+        max_send_sge: 40,
+        max_recv_sge: 44,
+        max_inline_data: 48,
+        sq_sig_all: 52,
+        qp_type: 53,
+        is_srq: 54,
+        reserved: 55,
+    });
+    assert_layout!(errs, uverbs::CreateQpResp, size 32, align 4 {
+        qp_handle: 0,
+        qpn: 4,
+        max_send_wr: 8,
+        max_recv_wr: 12,
+        max_send_sge: 16,
+        max_recv_sge: 20,
+        max_inline_data: 24,
+        reserved: 28,
+    });
+    assert_layout!(errs, uverbs::QpDest, size 32, align 4 {
+        dgid: 0,
+        flow_label: 16,
+        dlid: 20,
+        reserved: 22,
+        sgid_index: 24,
+        hop_limit: 25,
+        traffic_class: 26,
+        sl: 27,
+        src_path_bits: 28,
+        static_rate: 29,
+        is_global: 30,
+        port_num: 31,
+    });
+    assert_layout!(errs, uverbs::ModifyQp, size 112, align 8 {
+        dest: 0,
+        alt_dest: 32,
+        qp_handle: 64,
+        attr_mask: 68,
+        qkey: 72,
+        rq_psn: 76,
+        sq_psn: 80,
+        dest_qp_num: 84,
+        qp_access_flags: 88,
+        pkey_index: 92,
+        alt_pkey_index: 94,
+        qp_state: 96,
+        cur_qp_state: 97,
+        path_mtu: 98,
+        path_mig_state: 99,
+        en_sqd_async_notify: 100,
+        max_rd_atomic: 101,
+        max_dest_rd_atomic: 102,
+        min_rnr_timer: 103,
+        port_num: 104,
+        timeout: 105,
+        retry_cnt: 106,
+        rnr_retry: 107,
+        alt_port_num: 108,
+        alt_timeout: 109,
+        reserved: 110,
+    });
+    assert_layout!(errs, uverbs::QueryQp, size 16, align 8 {
+        response: 0,
+        qp_handle: 8,
+        attr_mask: 12,
+    });
+    assert_layout!(errs, uverbs::CreateSrq, size 32, align 8 {
+        response: 0,
+        user_handle: 8,
+        pd_handle: 16,
+        max_wr: 20,
+        max_sge: 24,
+        srq_limit: 28,
+    });
+    assert_layout!(errs, uverbs::CreateSrqResp, size 16, align 4 {
+        srq_handle: 0,
+        max_wr: 4,
+        max_sge: 8,
+        srqn: 12,
+    });
+    assert_layout!(errs, uverbs::ModifySrq, size 16, align 8 {
+        srq_handle: 0,
+        attr_mask: 4,
+        max_wr: 8,
+        srq_limit: 12,
+    });
+    assert_layout!(errs, uverbs::QuerySrq, size 16, align 8 {
+        response: 0,
+        srq_handle: 8,
+        reserved: 12,
+    });
+    assert_layout!(errs, uverbs::AllocMw, size 16, align 8 {
+        response: 0,
+        pd_handle: 8,
+        mw_type: 12,
+        reserved: 13,
+    });
+    assert_layout!(errs, uverbs::AllocMwResp, size 8, align 8 {
+        mw_handle: 0,
+        rkey: 4,
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
 /// roxe's responses: core response, then the `roxe_uapi` part right after
 /// it, with no padding in between (the kernel finds the driver part at
 /// exactly `size_of` the core response).
@@ -813,6 +1155,28 @@ fn driver_layouts() {
         "driver part",
         size_of::<driver::ResizeCqResp>() - size_of::<uverbs::ResizeCqResp>(),
         size_of::<roxe_uapi::CreateCqResp>(),
+    );
+    assert_layout!(errs, driver::CreateQpResp, size 80, align 8 {
+        ibv_resp: 0,
+        drv: 32,
+    });
+    assert_layout!(errs, driver::CreateSrqResp, size 48, align 8 {
+        ibv_resp: 0,
+        drv: 16,
+    });
+    check(
+        &mut errs,
+        "driver::CreateQpResp",
+        "driver part",
+        size_of::<driver::CreateQpResp>() - size_of::<uverbs::CreateQpResp>(),
+        size_of::<roxe_uapi::CreateQpResp>(),
+    );
+    check(
+        &mut errs,
+        "driver::CreateSrqResp",
+        "driver part",
+        size_of::<driver::CreateSrqResp>() - size_of::<uverbs::CreateSrqResp>(),
+        size_of::<roxe_uapi::CreateSrqResp>(),
     );
     check(
         &mut errs,

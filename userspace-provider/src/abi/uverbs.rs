@@ -425,3 +425,243 @@ pub struct CreateAhResp {
     /// `ah_handle`.
     pub ah_handle: u32,
 }
+
+/// `struct ib_uverbs_create_qp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateQp {
+    /// `response`.
+    pub response: u64,
+    /// `user_handle`.
+    pub user_handle: u64,
+    /// `pd_handle`.
+    pub pd_handle: u32,
+    /// `send_cq_handle`.
+    pub send_cq_handle: u32,
+    /// `recv_cq_handle`.
+    pub recv_cq_handle: u32,
+    /// `srq_handle`.
+    pub srq_handle: u32,
+    /// `max_send_wr`.
+    pub max_send_wr: u32,
+    /// `max_recv_wr`.
+    pub max_recv_wr: u32,
+    /// `max_send_sge`.
+    pub max_send_sge: u32,
+    /// `max_recv_sge`.
+    pub max_recv_sge: u32,
+    /// `max_inline_data`.
+    pub max_inline_data: u32,
+    /// `sq_sig_all`.
+    pub sq_sig_all: u8,
+    /// `qp_type`.
+    pub qp_type: u8,
+    /// `is_srq`.
+    pub is_srq: u8,
+    /// `reserved`.
+    pub reserved: u8,
+}
+
+/// `struct ib_uverbs_create_qp_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateQpResp {
+    /// `qp_handle`.
+    pub qp_handle: u32,
+    /// `qpn`.
+    pub qpn: u32,
+    /// `max_send_wr`.
+    pub max_send_wr: u32,
+    /// `max_recv_wr`.
+    pub max_recv_wr: u32,
+    /// `max_send_sge`.
+    pub max_send_sge: u32,
+    /// `max_recv_sge`.
+    pub max_recv_sge: u32,
+    /// `max_inline_data`.
+    pub max_inline_data: u32,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_qp_dest`.
+#[repr(C)]
+#[derive(Default)]
+pub struct QpDest {
+    /// `dgid`.
+    pub dgid: [u8; 16],
+    /// `flow_label`.
+    pub flow_label: u32,
+    /// `dlid`.
+    pub dlid: u16,
+    /// `reserved`.
+    pub reserved: u16,
+    /// `sgid_index`.
+    pub sgid_index: u8,
+    /// `hop_limit`.
+    pub hop_limit: u8,
+    /// `traffic_class`.
+    pub traffic_class: u8,
+    /// `sl`.
+    pub sl: u8,
+    /// `src_path_bits`.
+    pub src_path_bits: u8,
+    /// `static_rate`.
+    pub static_rate: u8,
+    /// `is_global`.
+    pub is_global: u8,
+    /// `port_num`.
+    pub port_num: u8,
+}
+
+/// `struct ib_uverbs_modify_qp`.
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct ModifyQp {
+    /// `dest`.
+    pub dest: QpDest,
+    /// `alt_dest`.
+    pub alt_dest: QpDest,
+    /// `qp_handle`.
+    pub qp_handle: u32,
+    /// `attr_mask`.
+    pub attr_mask: u32,
+    /// `qkey`.
+    pub qkey: u32,
+    /// `rq_psn`.
+    pub rq_psn: u32,
+    /// `sq_psn`.
+    pub sq_psn: u32,
+    /// `dest_qp_num`.
+    pub dest_qp_num: u32,
+    /// `qp_access_flags`.
+    pub qp_access_flags: u32,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `alt_pkey_index`.
+    pub alt_pkey_index: u16,
+    /// `qp_state`.
+    pub qp_state: u8,
+    /// `cur_qp_state`.
+    pub cur_qp_state: u8,
+    /// `path_mtu`.
+    pub path_mtu: u8,
+    /// `path_mig_state`.
+    pub path_mig_state: u8,
+    /// `en_sqd_async_notify`.
+    pub en_sqd_async_notify: u8,
+    /// `max_rd_atomic`.
+    pub max_rd_atomic: u8,
+    /// `max_dest_rd_atomic`.
+    pub max_dest_rd_atomic: u8,
+    /// `min_rnr_timer`.
+    pub min_rnr_timer: u8,
+    /// `port_num`.
+    pub port_num: u8,
+    /// `timeout`.
+    pub timeout: u8,
+    /// `retry_cnt`.
+    pub retry_cnt: u8,
+    /// `rnr_retry`.
+    pub rnr_retry: u8,
+    /// `alt_port_num`.
+    pub alt_port_num: u8,
+    /// `alt_timeout`.
+    pub alt_timeout: u8,
+    /// `reserved`.
+    pub reserved: [u8; 2],
+}
+
+/// `struct ib_uverbs_query_qp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct QueryQp {
+    /// `response`.
+    pub response: u64,
+    /// `qp_handle`.
+    pub qp_handle: u32,
+    /// `attr_mask`.
+    pub attr_mask: u32,
+}
+
+/// `struct ib_uverbs_create_srq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateSrq {
+    /// `response`.
+    pub response: u64,
+    /// `user_handle`.
+    pub user_handle: u64,
+    /// `pd_handle`.
+    pub pd_handle: u32,
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `srq_limit`.
+    pub srq_limit: u32,
+}
+
+/// `struct ib_uverbs_create_srq_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateSrqResp {
+    /// `srq_handle`.
+    pub srq_handle: u32,
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `srqn`.
+    pub srqn: u32,
+}
+
+/// `struct ib_uverbs_modify_srq`.
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct ModifySrq {
+    /// `srq_handle`.
+    pub srq_handle: u32,
+    /// `attr_mask`.
+    pub attr_mask: u32,
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `srq_limit`.
+    pub srq_limit: u32,
+}
+
+/// `struct ib_uverbs_query_srq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct QuerySrq {
+    /// `response`.
+    pub response: u64,
+    /// `srq_handle`.
+    pub srq_handle: u32,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_alloc_mw`.
+#[repr(C)]
+#[derive(Default)]
+pub struct AllocMw {
+    /// `response`.
+    pub response: u64,
+    /// `pd_handle`.
+    pub pd_handle: u32,
+    /// `mw_type`.
+    pub mw_type: u8,
+    /// `reserved`.
+    pub reserved: [u8; 3],
+}
+
+/// `struct ib_uverbs_alloc_mw_resp`.
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct AllocMwResp {
+    /// `mw_handle`.
+    pub mw_handle: u32,
+    /// `rkey`.
+    pub rkey: u32,
+}

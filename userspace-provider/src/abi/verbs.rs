@@ -185,8 +185,8 @@ context_ops! {
     advise_mr: OpaqueFn,
     /// `alloc_dm`.
     alloc_dm: OpaqueFn,
-    /// `alloc_mw`.
-    alloc_mw: OpaqueFn,
+    /// `alloc_mw`: returns NULL with `errno` set on failure.
+    alloc_mw: Option<unsafe extern "C" fn(pd: *mut ibv::Pd, mw_type: ibv::MwType) -> *mut ibv::Mw>,
     /// `alloc_null_mr`.
     alloc_null_mr: OpaqueFn,
     /// `alloc_parent_domain`.
@@ -231,20 +231,29 @@ context_ops! {
     create_flow: OpaqueFn,
     /// `create_flow_action_esp`.
     create_flow_action_esp: OpaqueFn,
-    /// `create_qp`.
-    create_qp: OpaqueFn,
-    /// `create_qp_ex`.
-    create_qp_ex: OpaqueFn,
+    /// `create_qp`: returns NULL with `errno` set on failure.
+    create_qp: Option<
+        unsafe extern "C" fn(pd: *mut ibv::Pd, attr: *mut ibv::QpInitAttr) -> *mut ibv::Qp,
+    >,
+    /// `create_qp_ex`: returns NULL with `errno` set on failure.
+    create_qp_ex: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            attr: *mut ibv::QpInitAttrEx,
+        ) -> *mut ibv::Qp,
+    >,
     /// `create_rwq_ind_table`.
     create_rwq_ind_table: OpaqueFn,
-    /// `create_srq`.
-    create_srq: OpaqueFn,
+    /// `create_srq`: returns NULL with `errno` set on failure.
+    create_srq: Option<
+        unsafe extern "C" fn(pd: *mut ibv::Pd, attr: *mut ibv::SrqInitAttr) -> *mut ibv::Srq,
+    >,
     /// `create_srq_ex`.
     create_srq_ex: OpaqueFn,
     /// `create_wq`.
     create_wq: OpaqueFn,
-    /// `dealloc_mw`.
-    dealloc_mw: OpaqueFn,
+    /// `dealloc_mw`: returns 0 or a positive errno.
+    dealloc_mw: Option<unsafe extern "C" fn(mw: *mut ibv::Mw) -> c_int>,
     /// `dealloc_pd`: returns 0 or a positive errno.
     dealloc_pd: Option<unsafe extern "C" fn(pd: *mut ibv::Pd) -> c_int>,
     /// `dealloc_td`.
@@ -261,12 +270,12 @@ context_ops! {
     destroy_flow: OpaqueFn,
     /// `destroy_flow_action`.
     destroy_flow_action: OpaqueFn,
-    /// `destroy_qp`.
-    destroy_qp: OpaqueFn,
+    /// `destroy_qp`: returns 0 or a positive errno.
+    destroy_qp: Option<unsafe extern "C" fn(qp: *mut ibv::Qp) -> c_int>,
     /// `destroy_rwq_ind_table`.
     destroy_rwq_ind_table: OpaqueFn,
-    /// `destroy_srq`.
-    destroy_srq: OpaqueFn,
+    /// `destroy_srq`: returns 0 or a positive errno.
+    destroy_srq: Option<unsafe extern "C" fn(srq: *mut ibv::Srq) -> c_int>,
     /// `destroy_wq`.
     destroy_wq: OpaqueFn,
     /// `detach_mcast`.
@@ -288,12 +297,16 @@ context_ops! {
     modify_cq: OpaqueFn,
     /// `modify_flow_action_esp`.
     modify_flow_action_esp: OpaqueFn,
-    /// `modify_qp`.
-    modify_qp: OpaqueFn,
+    /// `modify_qp`: returns 0 or a positive errno.
+    modify_qp: Option<
+        unsafe extern "C" fn(qp: *mut ibv::Qp, attr: *mut ibv::QpAttr, attr_mask: c_int) -> c_int,
+    >,
     /// `modify_qp_rate_limit`.
     modify_qp_rate_limit: OpaqueFn,
-    /// `modify_srq`.
-    modify_srq: OpaqueFn,
+    /// `modify_srq`: returns 0 or a positive errno.
+    modify_srq: Option<
+        unsafe extern "C" fn(srq: *mut ibv::Srq, attr: *mut ibv::SrqAttr, attr_mask: c_int) -> c_int,
+    >,
     /// `modify_wq`.
     modify_wq: OpaqueFn,
     /// `open_qp`.
@@ -305,14 +318,32 @@ context_ops! {
     poll_cq: Option<
         unsafe extern "C" fn(cq: *mut ibv::Cq, num_entries: c_int, wc: *mut ibv::Wc) -> c_int,
     >,
-    /// `post_recv`.
-    post_recv: OpaqueFn,
-    /// `post_send`.
-    post_send: OpaqueFn,
+    /// `post_recv`: returns 0, or a positive errno with `*bad_wr` set.
+    post_recv: Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv::Qp,
+            wr: *mut ibv::RecvWr,
+            bad_wr: *mut *mut ibv::RecvWr,
+        ) -> c_int,
+    >,
+    /// `post_send`: returns 0, or a positive errno with `*bad_wr` set.
+    post_send: Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv::Qp,
+            wr: *mut ibv::SendWr,
+            bad_wr: *mut *mut ibv::SendWr,
+        ) -> c_int,
+    >,
     /// `post_srq_ops`.
     post_srq_ops: OpaqueFn,
-    /// `post_srq_recv`.
-    post_srq_recv: OpaqueFn,
+    /// `post_srq_recv`: returns 0, or a positive errno with `*bad_wr` set.
+    post_srq_recv: Option<
+        unsafe extern "C" fn(
+            srq: *mut ibv::Srq,
+            wr: *mut ibv::RecvWr,
+            bad_wr: *mut *mut ibv::RecvWr,
+        ) -> c_int,
+    >,
     /// `query_device_ex`: returns 0 or a positive errno.
     query_device_ex: Option<
         unsafe extern "C" fn(
@@ -332,14 +363,21 @@ context_ops! {
             port_attr: *mut ibv::PortAttr,
         ) -> c_int,
     >,
-    /// `query_qp`.
-    query_qp: OpaqueFn,
+    /// `query_qp`: returns 0 or a positive errno.
+    query_qp: Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv::Qp,
+            attr: *mut ibv::QpAttr,
+            attr_mask: c_int,
+            init_attr: *mut ibv::QpInitAttr,
+        ) -> c_int,
+    >,
     /// `query_qp_data_in_order`.
     query_qp_data_in_order: OpaqueFn,
     /// `query_rt_values`.
     query_rt_values: OpaqueFn,
-    /// `query_srq`.
-    query_srq: OpaqueFn,
+    /// `query_srq`: returns 0 or a positive errno.
+    query_srq: Option<unsafe extern "C" fn(srq: *mut ibv::Srq, attr: *mut ibv::SrqAttr) -> c_int>,
     /// `read_counters`.
     read_counters: OpaqueFn,
     /// `reg_dm_mr`.
@@ -513,5 +551,41 @@ impl Cq {
     /// The all-zero value (the larger member zeroed).
     pub const ZERO: Self = Self {
         cq_ex: ManuallyDrop::new(ibv::CqEx::ZERO),
+    };
+}
+
+/// `struct verbs_qp`: a provider's QP, seen as a plain or an extended QP,
+/// then libibverbs' own fields.
+///
+/// `ibv_qp_to_qp_ex` reads `comp_mask` of every QP it is given, so every
+/// QP roxe makes is a whole `verbs_qp`, whichever verb created it.
+#[repr(C)]
+pub struct Qp {
+    /// The anonymous union of `qp` and `qp_ex`.
+    pub qp: QpUnion,
+    /// `comp_mask` (`enum verbs_qp_mask`): `VERBS_QP_EX` is never set,
+    /// because roxe offers no `ibv_wr_*` interface.
+    pub comp_mask: u32,
+    /// `xrcd`.
+    pub xrcd: *mut c_void,
+}
+
+/// The anonymous union at the start of `struct verbs_qp`.
+#[repr(C)]
+pub union QpUnion {
+    /// `qp`.
+    pub qp: ManuallyDrop<ibv::Qp>,
+    /// `qp_ex`.
+    pub qp_ex: ManuallyDrop<ibv::QpEx>,
+}
+
+impl Qp {
+    /// The all-zero value (the larger member zeroed).
+    pub const ZERO: Self = Self {
+        qp: QpUnion {
+            qp_ex: ManuallyDrop::new(ibv::QpEx::ZERO),
+        },
+        comp_mask: 0,
+        xrcd: core::ptr::null_mut(),
     };
 }

@@ -16,9 +16,24 @@ struct Ah {
     /// libibverbs' part. `ibv_create_ah` writes `context` and `pd` after
     /// [`create_ah`] returns; nothing writes it later.
     ibv: ibv::Ah,
-    /// The number UD work requests name this AH by (`CreateAhResp.ah_num`),
-    /// for UD `post_send` (not implemented yet).
+    /// The number UD work requests name this AH by (`CreateAhResp.ah_num`).
     num: u32,
+}
+
+/// The kernel's number for a roxe AH, which UD send WQEs carry; `None` for
+/// a NULL AH.
+///
+/// # Safety
+///
+/// `ibah` is NULL or was returned by [`create_ah`] and is not destroyed
+/// yet (the contract of a UD work request's `wr.ud.ah`).
+pub(super) unsafe fn number(ibah: *mut ibv::Ah) -> Option<u32> {
+    if ibah.is_null() {
+        return None;
+    }
+    // SAFETY: per the contract `ibah` is the `ibv` field of a live `Ah`;
+    // `num` is written once, before `create_ah` publishes the AH.
+    Some(unsafe { (*ibah.byte_sub(offset_of!(Ah, ibv)).cast::<Ah>()).num })
 }
 
 /// `verbs_context_ops.create_ah`.

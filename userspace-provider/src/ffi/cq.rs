@@ -14,7 +14,7 @@ use core::slice;
 
 use roxe_uapi::Cqe;
 
-use super::lock::{PollGuard, PollLock};
+use super::lock::{SpinGuard, SpinLock};
 use super::mapping::Mapping;
 use super::{
     cmd_result, drop_box, errno_ret, ibv_cmd_create_cq, ibv_cmd_create_cq_ex, ibv_cmd_destroy_cq,
@@ -38,11 +38,11 @@ pub(super) struct Cq {
     /// an `UnsafeCell`, and roxe touches it only through raw pointers.
     vcq: UnsafeCell<verbs::Cq>,
     /// The ring and the polling state, under the CQ lock.
-    state: PollLock<CqState<Mapping>>,
+    state: SpinLock<CqState<Mapping>>,
 }
 
 /// The guard of a CQ's lock.
-type StateGuard<'a> = PollGuard<'a, CqState<Mapping>>;
+type StateGuard<'a> = SpinGuard<'a, CqState<Mapping>>;
 
 impl Cq {
     /// A CQ before the kernel knows it: zeroed `verbs_cq` (what libibverbs
@@ -50,7 +50,7 @@ impl Cq {
     fn new() -> Self {
         Self {
             vcq: UnsafeCell::new(verbs::Cq::ZERO),
-            state: PollLock::new(CqState::new()),
+            state: SpinLock::new(CqState::new()),
         }
     }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The per-CQ lock.
+//! The spin lock of CQs, QPs and SRQs.
 
 use core::cell::UnsafeCell;
 use core::hint;
@@ -16,24 +16,26 @@ const SPINS_BEFORE_YIELD: u32 = 64;
 /// `ibv_start_poll` takes a CQ's lock and `ibv_end_poll` releases it, with
 /// `ibv_next_poll` and the `ibv_wc_read_*` calls in between. A
 /// `std::sync::Mutex` guard cannot outlive the call that made it, so the
-/// holder of this lock can [`PollGuard::park`] its guard (keep the lock with
-/// no guard) and [`PollLock::resume`] it in a later call.
+/// holder of this lock can [`SpinGuard::park`] its guard (keep the lock with
+/// no guard) and [`SpinLock::resume`] it in a later call.
 ///
 /// It spins, as the `pthread_spinlock_t` of rdma-core's providers does:
-/// holders keep it for one poll, one polling batch, or one resize system
-/// call. It takes no other lock and allocates nothing, so it does not care
-/// whether it is taken in a signal handler or a normal context.
-pub(super) struct PollLock<T> {
+/// holders keep it for one poll, one polling batch, one resize system
+/// call, or while they write one batch of work requests into a ring (QPs
+/// and SRQs only ever take and drop it within one call). It takes no
+/// other lock and allocates nothing, so it does not care whether it is
+/// taken in a signal handler or a normal context.
+pub(super) struct SpinLock<T> {
     locked: AtomicBool,
     data: UnsafeCell<T>,
 }
 
-// SAFETY: `data` is reached only through a `PollGuard`, and at most one
+// SAFETY: `data` is reached only through a `SpinGuard`, and at most one
 // guard exists at a time (see its `# Invariants`), so sharing the lock only
 // hands the `T` from thread to thread, which `T: Send` allows.
-unsafe impl<T: Send> Sync for PollLock<T> {}
+unsafe impl<T: Send> Sync for SpinLock<T> {}
 
-impl<T> PollLock<T> {
+impl<T> SpinLock<T> {
     /// An unlocked lock around `data`.
     pub(super) const fn new(data: T) -> Self {
         Self {
@@ -43,7 +45,7 @@ impl<T> PollLock<T> {
     }
 
     /// Waits for the lock and takes it.
-    pub(super) fn lock(&self) -> PollGuard<'_, T> {
+    pub(super) fn lock(&self) -> SpinGuard<'_, T> {
         let mut spins = 0;
         loop {
             if self
@@ -52,7 +54,7 @@ impl<T> PollLock<T> {
                 .is_ok()
             {
                 // INVARIANT: this thread just set `locked`.
-                return PollGuard { lock: self };
+                return SpinGuard { lock: self };
             }
             while self.locked.load(Ordering::Relaxed) {
                 if spins < SPINS_BEFORE_YIELD {
@@ -76,34 +78,34 @@ impl<T> PollLock<T> {
     /// If the lock is held, the calling thread holds it through a guard it
     /// parked, and has not resumed that guard since without parking it
     /// again.
-    pub(super) unsafe fn resume(&self) -> Option<PollGuard<'_, T>> {
+    pub(super) unsafe fn resume(&self) -> Option<SpinGuard<'_, T>> {
         // INVARIANT: per the contract the lock is either free (no guard is
         // made) or held through this thread's parked guard, which is the
         // one guard being re-created here.
         self.locked
             .load(Ordering::Relaxed)
-            .then_some(PollGuard { lock: self })
+            .then_some(SpinGuard { lock: self })
     }
 }
 
-/// Access to the value of a taken [`PollLock`]; dropping it unlocks.
+/// Access to the value of a taken [`SpinLock`]; dropping it unlocks.
 ///
 /// # Invariants
 ///
 /// `lock.locked` is true, and this is the only guard of `lock`.
-pub(super) struct PollGuard<'a, T> {
-    lock: &'a PollLock<T>,
+pub(super) struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
 }
 
-impl<T> PollGuard<'_, T> {
-    /// Keeps the lock but drops the guard; [`PollLock::resume`] brings it
+impl<T> SpinGuard<'_, T> {
+    /// Keeps the lock but drops the guard; [`SpinLock::resume`] brings it
     /// back.
     pub(super) fn park(self) {
         mem::forget(self);
     }
 }
 
-impl<T> Deref for PollGuard<'_, T> {
+impl<T> Deref for SpinGuard<'_, T> {
     type Target = T;
 
     fn deref(&self) -> &T {
@@ -113,14 +115,14 @@ impl<T> Deref for PollGuard<'_, T> {
     }
 }
 
-impl<T> DerefMut for PollGuard<'_, T> {
+impl<T> DerefMut for SpinGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as in `deref`, and `self` is borrowed mutably.
         unsafe { &mut *self.lock.data.get() }
     }
 }
 
-impl<T> Drop for PollGuard<'_, T> {
+impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
         self.lock.locked.store(false, Ordering::Release);
     }
@@ -128,13 +130,13 @@ impl<T> Drop for PollGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::PollLock;
+    use super::SpinLock;
     use std::sync::Arc;
     use std::thread;
 
     #[test]
     fn excludes_other_threads() {
-        let lock = Arc::new(PollLock::new((0u64, 0u64)));
+        let lock = Arc::new(SpinLock::new((0u64, 0u64)));
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let lock = Arc::clone(&lock);
@@ -157,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_parked_guard_keeps_the_lock() {
-        let lock = Arc::new(PollLock::new(0u32));
+        let lock = Arc::new(SpinLock::new(0u32));
         let mut guard = lock.lock();
         *guard = 1;
         guard.park();
@@ -179,7 +181,7 @@ mod tests {
 
     #[test]
     fn resume_without_a_holder_gives_nothing() {
-        let lock = PollLock::new(());
+        let lock = SpinLock::new(());
         // SAFETY: the lock is free, which the contract allows.
         assert!(unsafe { lock.resume() }.is_none());
         drop(lock.lock());

@@ -10,7 +10,11 @@
 //! - [`pd`]: protection domains and memory regions;
 //! - [`cq`]: completion queues, their mapped rings and polling;
 //! - [`ah`]: address handles;
-//! - [`lock`], [`mapping`]: the CQ lock and the `mmap` of a ring.
+//! - [`qp`]: queue pairs, their mapped rings, posting and the doorbell;
+//! - [`srq`]: shared receive queues;
+//! - [`mw`]: memory windows;
+//! - [`lock`], [`mapping`]: the spin lock of CQs, QPs and SRQs, and the
+//!   `mmap` of a ring.
 //!
 //! The contracts quoted in the `SAFETY` comments are those of rdma-core
 //! v44.0: `libibverbs/init.c` (`try_driver`, `match_device`,
@@ -18,14 +22,17 @@
 //! `_verbs_init_and_alloc_context`, `verbs_uninit_context`,
 //! `ibv_close_device`, `verbs_init_cq`), `libibverbs/verbs.c` (the public
 //! verbs that call the ops), and the `ibv_cmd_*` helpers in
-//! `libibverbs/cmd.c`, `cmd_pd.c`, `cmd_mr.c`, `cmd_cq.c`, `cmd_ah.c` and
-//! `cmd_device.c`.
+//! `libibverbs/cmd.c`, `cmd_pd.c`, `cmd_mr.c`, `cmd_cq.c`, `cmd_ah.c`,
+//! `cmd_qp.c`, `cmd_srq.c`, `cmd_mw.c` and `cmd_device.c`.
 
 mod ah;
 mod cq;
 mod lock;
 mod mapping;
+mod mw;
 mod pd;
+mod qp;
+mod srq;
 
 use core::alloc::Layout;
 use core::ffi::{CStr, c_char, c_int, c_void};
@@ -147,6 +154,69 @@ unsafe extern "C" {
         resp_size: usize,
     ) -> c_int;
     fn ibv_cmd_destroy_ah(ah: *mut ibv::Ah) -> c_int;
+    fn ibv_cmd_create_qp_ex(
+        context: *mut ibv::Context,
+        qp: *mut verbs::Qp,
+        attr_ex: *mut ibv::QpInitAttrEx,
+        cmd: *mut ibv::CreateQp,
+        cmd_size: usize,
+        resp: *mut uverbs::CreateQpResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_modify_qp(
+        qp: *mut ibv::Qp,
+        attr: *mut ibv::QpAttr,
+        attr_mask: c_int,
+        cmd: *mut ibv::ModifyQp,
+        cmd_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_query_qp(
+        qp: *mut ibv::Qp,
+        qp_attr: *mut ibv::QpAttr,
+        attr_mask: c_int,
+        qp_init_attr: *mut ibv::QpInitAttr,
+        cmd: *mut ibv::QueryQp,
+        cmd_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_destroy_qp(qp: *mut ibv::Qp) -> c_int;
+    fn ibv_cmd_post_send(
+        ibqp: *mut ibv::Qp,
+        wr: *mut ibv::SendWr,
+        bad_wr: *mut *mut ibv::SendWr,
+    ) -> c_int;
+    fn ibv_cmd_create_srq(
+        pd: *mut ibv::Pd,
+        srq: *mut ibv::Srq,
+        attr: *mut ibv::SrqInitAttr,
+        cmd: *mut ibv::CreateSrq,
+        cmd_size: usize,
+        resp: *mut uverbs::CreateSrqResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_modify_srq(
+        srq: *mut ibv::Srq,
+        srq_attr: *mut ibv::SrqAttr,
+        srq_attr_mask: c_int,
+        cmd: *mut ibv::ModifySrq,
+        cmd_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_query_srq(
+        srq: *mut ibv::Srq,
+        srq_attr: *mut ibv::SrqAttr,
+        cmd: *mut ibv::QuerySrq,
+        cmd_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_destroy_srq(srq: *mut ibv::Srq) -> c_int;
+    fn ibv_cmd_alloc_mw(
+        pd: *mut ibv::Pd,
+        mw_type: ibv::MwType,
+        mw: *mut ibv::Mw,
+        cmd: *mut ibv::AllocMw,
+        cmd_size: usize,
+        resp: *mut uverbs::AllocMwResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_dealloc_mw(mw: *mut ibv::Mw) -> c_int;
 }
 
 // glibc.
@@ -214,6 +284,20 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     destroy_cq: Some(cq::destroy_cq),
     create_ah: Some(ah::create_ah),
     destroy_ah: Some(ah::destroy_ah),
+    create_qp: Some(qp::create_qp),
+    create_qp_ex: Some(qp::create_qp_ex),
+    modify_qp: Some(qp::modify_qp),
+    query_qp: Some(qp::query_qp),
+    destroy_qp: Some(qp::destroy_qp),
+    post_send: Some(qp::post_send),
+    post_recv: Some(qp::post_recv),
+    create_srq: Some(srq::create_srq),
+    modify_srq: Some(srq::modify_srq),
+    query_srq: Some(srq::query_srq),
+    destroy_srq: Some(srq::destroy_srq),
+    post_srq_recv: Some(srq::post_srq_recv),
+    alloc_mw: Some(mw::alloc_mw),
+    dealloc_mw: Some(mw::dealloc_mw),
     ..verbs::ContextOps::EMPTY
 };
 

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Shared receive queues: creation with a mapped ring, modify, query and
+//! destroy through the kernel, and posting receives into the ring without
+//! entering the kernel (as for a QP's own receive queue).
+
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+use core::mem::{offset_of, size_of_val};
+use core::ptr::{self, NonNull};
+
+use super::lock::SpinLock;
+use super::mapping::WqMapping;
+use super::qp::post_recv_list;
+use super::{
+    cmd_result, drop_box, errno_ret, ibv_cmd_create_srq, ibv_cmd_destroy_srq, ibv_cmd_modify_srq,
+    ibv_cmd_query_srq, set_errno, try_box,
+};
+use crate::abi::{driver, ibv};
+use crate::errno::Errno;
+use crate::qp::{RECV_WQE_HEADER, RecvQueue};
+use crate::wq::{self, Producer};
+
+/// A roxe SRQ: libibverbs' `ibv_srq`, then the ring.
+///
+/// [`create_srq`] allocates it with `try_box`, [`destroy_srq`] frees it.
+/// roxe offers only basic SRQs (no XRC, no tag matching), so the plain
+/// `ibv_srq` suffices: libibverbs reads the `verbs_srq` fields only for
+/// XRC SRQs, through `create_srq_ex` and `get_srq_num`, which roxe leaves
+/// unimplemented.
+#[repr(C)]
+pub(super) struct Srq {
+    /// libibverbs' part. libibverbs writes `events_completed` from any
+    /// thread (under `srq->mutex`), so it is an `UnsafeCell`, and roxe
+    /// touches it only through raw pointers.
+    ibv: UnsafeCell<ibv::Srq>,
+    /// The ring; `None` until creation has mapped it.
+    rq: SpinLock<Option<RecvQueue<WqMapping>>>,
+}
+
+impl Srq {
+    /// The `Srq` around an `ibv_srq`.
+    ///
+    /// # Safety
+    ///
+    /// `ibsrq` is the `ibv_srq` of a live `Srq` that stays live for `'a`.
+    unsafe fn from_ibv<'a>(ibsrq: *mut ibv::Srq) -> &'a Self {
+        // SAFETY: `ibv` is the first field of a live `Srq` per the contract.
+        unsafe { &*ibsrq.byte_sub(offset_of!(Srq, ibv)).cast::<Self>() }
+    }
+}
+
+/// Checks the kernel's description of the ring and maps it. `max_sge` is
+/// what the kernel granted.
+fn map_queue(
+    fd: c_int,
+    resp: &roxe_uapi::CreateSrqResp,
+    max_sge: u32,
+) -> Result<RecvQueue<WqMapping>, Errno> {
+    let geometry = wq::Geometry::new(&resp.rq, RECV_WQE_HEADER)?;
+    RecvQueue::new(Producer::new(WqMapping::new(fd, geometry)?)?, max_sge)
+}
+
+/// `verbs_context_ops.create_srq`.
+///
+/// Returns NULL with `errno` set on failure: `EPROTO` if the kernel's ring
+/// description is invalid, or the kernel's or `mmap`'s errno. On success
+/// `attr->attr` holds the granted `max_wr` and `max_sge`. libibverbs'
+/// `ibv_create_srq` then fills in `context`, `srq_context` and `pd`.
+///
+/// # Safety
+///
+/// `pd` is a live roxe PD and `attr` is NULL or a readable and writable
+/// `ibv_srq_init_attr`.
+pub(super) unsafe extern "C" fn create_srq(
+    pd: *mut ibv::Pd,
+    attr: *mut ibv::SrqInitAttr,
+) -> *mut ibv::Srq {
+    if attr.is_null() {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    }
+    let Some(srq) = try_box(Srq {
+        ibv: UnsafeCell::new(ibv::Srq::ZERO),
+        rq: SpinLock::new(None),
+    }) else {
+        set_errno(Errno::ENOMEM);
+        return ptr::null_mut();
+    };
+    // SAFETY: `srq` is live and only this thread knows it.
+    let srq_ref = unsafe { srq.as_ref() };
+    let ibsrq = srq_ref.ibv.get();
+    let mut cmd = ibv::CreateSrq::default();
+    let mut resp = driver::CreateSrqResp::default();
+    // SAFETY: `pd` and `attr` are valid per the contract; `ibsrq` is a
+    // zeroed `ibv_srq` at its final address (the kernel's user handle);
+    // `cmd` is writable for its core size (no driver input); `resp` is
+    // writable for its full size, with the driver part right after
+    // `ibv_resp`.
+    let ret = unsafe {
+        ibv_cmd_create_srq(
+            pd,
+            ibsrq,
+            attr,
+            &raw mut cmd,
+            size_of_val(&cmd),
+            &raw mut resp.ibv_resp,
+            size_of_val(&resp),
+        )
+    };
+    if let Err(err) = cmd_result(ret) {
+        // SAFETY: `srq` came from `try_box` and was never published.
+        unsafe { drop_box(srq) };
+        set_errno(err);
+        return ptr::null_mut();
+    }
+    // SAFETY: the command succeeded, so `ibsrq->context` is the PD's open
+    // context; `attr` holds the granted limits.
+    let (fd, max_sge) = unsafe { ((*(*ibsrq).context).cmd_fd, (*attr).attr.max_sge) };
+    match map_queue(fd, &resp.drv, max_sge) {
+        Ok(rq) => {
+            *srq_ref.rq.lock() = Some(rq);
+            ibsrq
+        }
+        Err(err) => {
+            // SAFETY: the kernel SRQ exists and nothing else knows it; as
+            // for QPs, a failure here leaves it to the context's cleanup.
+            unsafe { ibv_cmd_destroy_srq(ibsrq) };
+            // SAFETY: `srq` is unpublished, and the kernel SRQ is gone.
+            unsafe { drop_box(srq) };
+            set_errno(err);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `verbs_context_ops.modify_srq`: returns 0 or a positive errno, which
+/// `ibv_modify_srq` returns unchanged. The kernel arms the limit; it
+/// refuses to resize (`IBV_SRQ_MAX_WR`) with `EOPNOTSUPP`.
+///
+/// # Safety
+///
+/// `ibsrq` is a live roxe SRQ and `attr` a readable `ibv_srq_attr`.
+pub(super) unsafe extern "C" fn modify_srq(
+    ibsrq: *mut ibv::Srq,
+    attr: *mut ibv::SrqAttr,
+    attr_mask: c_int,
+) -> c_int {
+    let mut cmd = ibv::ModifySrq::default();
+    // SAFETY: per the contract; `cmd` is writable for its core size.
+    errno_ret(cmd_result(unsafe {
+        ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &raw mut cmd, size_of_val(&cmd))
+    }))
+}
+
+/// `verbs_context_ops.query_srq`: returns 0 or a positive errno.
+///
+/// # Safety
+///
+/// `ibsrq` is a live roxe SRQ and `attr` a writable `ibv_srq_attr`.
+pub(super) unsafe extern "C" fn query_srq(ibsrq: *mut ibv::Srq, attr: *mut ibv::SrqAttr) -> c_int {
+    let mut cmd = ibv::QuerySrq::default();
+    // SAFETY: per the contract; `cmd` is writable for its core size.
+    errno_ret(cmd_result(unsafe {
+        ibv_cmd_query_srq(ibsrq, attr, &raw mut cmd, size_of_val(&cmd))
+    }))
+}
+
+/// `verbs_context_ops.destroy_srq`: destroys the kernel SRQ, then unmaps
+/// the ring and frees the SRQ. Returns 0 or a positive errno; on failure
+/// (for example while a QP still uses it) the SRQ stays valid.
+///
+/// # Safety
+///
+/// `ibsrq` is a live roxe SRQ that no other thread uses; the caller does
+/// not use it after a successful call.
+pub(super) unsafe extern "C" fn destroy_srq(ibsrq: *mut ibv::Srq) -> c_int {
+    // SAFETY: `ibsrq` is a live SRQ of an open context per the contract.
+    let ret = unsafe { ibv_cmd_destroy_srq(ibsrq) };
+    if let Err(err) = cmd_result(ret) {
+        return err.get();
+    }
+    // SAFETY: as in `Srq::from_ibv`.
+    let srq = unsafe { ibsrq.byte_sub(offset_of!(Srq, ibv)) }.cast::<Srq>();
+    if let Some(srq) = NonNull::new(srq) {
+        // SAFETY: every roxe SRQ comes from `try_box` in `create_srq`; the
+        // kernel SRQ is gone and nothing uses it.
+        unsafe { drop_box(srq) };
+    }
+    0
+}
+
+/// `verbs_context_ops.post_srq_recv`: writes the work requests into the
+/// ring and publishes them, without entering the kernel.
+///
+/// Returns 0, or a positive errno with `*bad_wr` set to the first work
+/// request that was not posted: `EINVAL` for too many SGEs, `ENOMEM` when
+/// the ring is full.
+///
+/// # Safety
+///
+/// `ibsrq` is a live roxe SRQ; `wr` is NULL or a valid list of
+/// `ibv_recv_wr`; `bad_wr` is NULL or writable.
+pub(super) unsafe extern "C" fn post_srq_recv(
+    ibsrq: *mut ibv::Srq,
+    wr: *mut ibv::RecvWr,
+    bad_wr: *mut *mut ibv::RecvWr,
+) -> c_int {
+    // SAFETY: NULL or writable per the contract.
+    let Some(bad_wr) = (unsafe { bad_wr.as_mut() }) else {
+        return Errno::EINVAL.get();
+    };
+    *bad_wr = ptr::null_mut();
+    if wr.is_null() {
+        return 0;
+    }
+    // SAFETY: `ibsrq` is a live roxe SRQ per the contract.
+    let srq = unsafe { Srq::from_ibv(ibsrq) };
+    let mut guard = srq.rq.lock();
+    let Some(rq) = guard.as_mut() else {
+        *bad_wr = wr;
+        return Errno::EINVAL.get();
+    };
+    // SAFETY: `wr` is a valid non-NULL list per the contract.
+    unsafe { post_recv_list(rq, wr, bad_wr) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::mapping::tests::Backing;
+    use roxe_uapi::RingInfo;
+
+    #[test]
+    fn post_srq_recv_writes_the_ring() {
+        let backing = Backing::new(4096);
+        let resp = roxe_uapi::CreateSrqResp {
+            rq: RingInfo {
+                mmap_offset: 0,
+                mmap_size: 4096,
+                num_slots: 2,
+                slot_size: 64,
+            },
+            srq_num: 1,
+            _reserved: 0,
+        };
+        let srq = try_box(Srq {
+            ibv: UnsafeCell::new(ibv::Srq::ZERO),
+            rq: SpinLock::new(Some(map_queue(backing.fd(), &resp, 3).expect("maps"))),
+        })
+        .expect("allocate an SRQ");
+        // SAFETY: `srq` is live and only this test uses it.
+        let ibsrq = unsafe { srq.as_ref() }.ibv.get();
+        let mut wrs: Vec<ibv::RecvWr> = (1..=3)
+            .map(|id| ibv::RecvWr {
+                wr_id: id,
+                next: ptr::null_mut(),
+                sg_list: ptr::null_mut(),
+                num_sge: 0,
+            })
+            .collect();
+        let base = wrs.as_mut_ptr();
+        wrs[0].next = base.wrapping_add(1);
+        wrs[1].next = base.wrapping_add(2);
+        let mut bad = ptr::null_mut();
+        // SAFETY: the SRQ is live and the list valid.
+        let ret = unsafe { post_srq_recv(ibsrq, base, &raw mut bad) };
+        assert_eq!(ret, Errno::ENOMEM.get(), "two slots for three WRs");
+        assert_eq!(bad, base.wrapping_add(2));
+        assert_eq!(backing.producer(), 2);
+        let first = backing.read_at(roxe_uapi::RING_HEADER_SIZE as u64, 8);
+        assert_eq!(u64::from_ne_bytes(first.try_into().expect("8")), 1);
+        // SAFETY: `srq` came from `try_box` and is no longer used.
+        unsafe { drop_box(srq) };
+    }
+
+    #[test]
+    fn a_bad_ring_description_is_refused_before_mmap() {
+        let resp = roxe_uapi::CreateSrqResp {
+            rq: RingInfo {
+                mmap_offset: 0,
+                mmap_size: 4096,
+                num_slots: 2,
+                slot_size: 48,
+            },
+            srq_num: 1,
+            _reserved: 0,
+        };
+        assert_eq!(map_queue(-1, &resp, 1).map(|_| ()), Err(Errno::EPROTO));
+    }
+}
