@@ -13,21 +13,33 @@ gunzip -q "$work"/tests/*.gz
 
 # rxe and roxe take turns: both want UDP port 4791 for their data paths,
 # so only one of them is loaded at a time.
-# Each test runs in its own process with a time limit: a test that waits
-# for a completion event that never comes must not stop the rest.
+# Each module runs in one process with a time limit. If a module hits its
+# limit (a test waits for a completion event that never comes), its tests
+# are run again one process each, with a limit per test, so one stuck test
+# does not hide the others.
 run_suite() {
 	local dev=$1
-	local log=$ROXE_OUT/pyverbs-$dev.log re id rc
-	re=$(echo $modules | sed 's/ /|/g')
+	local log=$ROXE_OUT/pyverbs-$dev.log m id rc out
 	: >"$log"
 	# Let the GID table fill from the netdev's addresses.
 	wait_for 10 sh -c "ibv_devinfo -v -d $dev | grep -q '::ffff:$ROXE_LOCAL_IP'"
-	for id in $(cd "$work" && python3 tests/run_tests.py --dev "$dev" --list-tests 2>/dev/null |
-		grep -E "^tests\.($re)\."); do
-		(cd "$work" && timeout -k 5 30 python3 tests/run_tests.py --dev "$dev" -v "$id") >>"$log" 2>&1
+	out=$(mktemp)
+	for m in $modules; do
+		(cd "$work" && timeout -k 5 300 python3 tests/run_tests.py --dev "$dev" -v "tests.$m") >"$out" 2>&1
 		rc=$?
-		[ $rc = 124 ] && echo "${id##*.} ($id) ... TIMEOUT" >>"$log"
+		if [ $rc != 124 ] && [ $rc != 137 ]; then
+			cat "$out" >>"$log"
+			continue
+		fi
+		echo "pyverbs on $dev: tests.$m hit its time limit; running its tests one by one"
+		for id in $(cd "$work" && python3 tests/run_tests.py --dev "$dev" --list-tests 2>/dev/null |
+			grep -E "^tests\.$m\."); do
+			(cd "$work" && timeout -k 5 30 python3 tests/run_tests.py --dev "$dev" -v "$id") >>"$log" 2>&1
+			rc=$?
+			{ [ $rc = 124 ] || [ $rc = 137 ]; } && echo "${id##*.} ($id) ... TIMEOUT" >>"$log"
+		done
 	done
+	rm -f "$out"
 	echo "pyverbs on $dev: $(grep -Ec '\.\.\. ' "$log") results"
 }
 check "load rxe" modprobe rdma_rxe
