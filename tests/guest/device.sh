@@ -64,6 +64,16 @@ mr = m.MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
 print("ok pd cq mr", cq.cqe, hex(mr.lkey))
 '
 
+# ibv_rc_pingpong creates all its resources (PD, MR, CQ, QP to RTR needs a
+# peer) and waits for its peer; it must get that far without an error.
+ibv_rc_pingpong -d roxe0 -g 1 >/tmp/pp.log 2>&1 &
+pp=$!
+wait_for 20 grep -q "local address" /tmp/pp.log
+check_output "ibv_rc_pingpong gets past creating its resources" "local address: +LID 0x0000, QPN 0x[0-9a-f]+, PSN 0x[0-9a-f]+, GID ::ffff:192.0.2.$ROXE_ROLE" cat /tmp/pp.log
+check_fails "ibv_rc_pingpong printed no error" grep -Eiq "couldn't|failed|error" /tmp/pp.log
+kill $pp 2>/dev/null
+wait $pp 2>/dev/null
+
 # Delete works, and the netdev disappearing removes the device.
 check "rdma link delete roxe0" rdma link delete roxe0
 check_fails "roxe0 is gone from sysfs" test -e $IB
