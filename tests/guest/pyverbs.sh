@@ -25,7 +25,7 @@ run_suite() {
 	wait_for 10 sh -c "ibv_devinfo -v -d $dev | grep -q '::ffff:$ROXE_LOCAL_IP'"
 	out=$(mktemp)
 	for m in $modules; do
-		(cd "$work" && timeout -k 5 300 python3 tests/run_tests.py --dev "$dev" -v "tests.$m") >"$out" 2>&1
+		(cd "$work" && timeout -k 5 150 python3 tests/run_tests.py --dev "$dev" -v "tests.$m") >"$out" 2>&1
 		rc=$?
 		if [ $rc != 124 ] && [ $rc != 137 ]; then
 			cat "$out" >>"$log"
