@@ -53,8 +53,10 @@ test:
 demo: module provider
 	$(ROOT)/scripts/vm $(ROOT)/tests/guest/demo.sh
 
+# Installs libroxe for the host's libibverbs. roxe.ko is built for the test
+# kernel; scripts/vm puts it into each guest's module tree.
 install: module provider
-	$(ROOT)/scripts/install-guest /
+	$(MAKE) -C $(ROOT)/userspace-provider install
 
 clean:
 	-KDIR=$$($(ROOT)/scripts/kernel --path) && [ -d "$$KDIR" ] && $(MAKE) -C "$$KDIR" M=$(ROOT) clean
