@@ -66,7 +66,8 @@ print("ok pd cq mr", cq.cqe, hex(mr.lkey))
 
 # ibv_rc_pingpong creates all its resources (PD, MR, CQ, QP to RTR needs a
 # peer) and waits for its peer; it must get that far without an error.
-ibv_rc_pingpong -d roxe0 -g 1 >/tmp/pp.log 2>&1 &
+# Line-buffered: it blocks waiting for the peer right after printing.
+stdbuf -oL -eL ibv_rc_pingpong -d roxe0 -g 1 >/tmp/pp.log 2>&1 &
 pp=$!
 wait_for 20 grep -q "local address" /tmp/pp.log
 check_output "ibv_rc_pingpong gets past creating its resources" "local address: +LID 0x0000, QPN 0x[0-9a-f]+, PSN 0x[0-9a-f]+, GID ::ffff:192.0.2.$ROXE_ROLE" cat /tmp/pp.log
