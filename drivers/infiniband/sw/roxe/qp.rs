@@ -52,6 +52,11 @@ struct QpState {
     /// ever written from these.
     sq_consumer: u32,
     rq_consumer: u32,
+    /// How many WQEs past `sq_consumer` earlier doorbells already checked,
+    /// so each doorbell only reads what is new. The data path checks each
+    /// WQE again when it copies it out to send it: user space may rewrite a
+    /// slot at any time.
+    sq_checked: u32,
 }
 
 fn transport(t: QpType) -> Transport {
@@ -181,7 +186,7 @@ pub(crate) fn create(
             }
         }
     };
-    let state = QpState { attr: reset_attr(granted), sq_consumer: 0, rq_consumer: 0 };
+    let state = QpState { attr: reset_attr(granted), sq_consumer: 0, rq_consumer: 0, sq_checked: 0 };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
     Ok((
         try_pin_init!(RoxeQp {
@@ -366,6 +371,7 @@ fn discard(this: &RoxeQp, st: &mut QpState) {
     // sees its own garbage, the kernel reads nothing.
     if this.sq.geometry().used(this.sq.producer(), st.sq_consumer).is_ok() {
         st.sq_consumer = this.sq.producer();
+        st.sq_checked = 0;
         this.sq.set_consumer(st.sq_consumer);
     }
     if let Some(rq) = &this.rq {
@@ -389,6 +395,7 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
             let _ = cq::push(scq, flush_cqe(qpn, w.wr_id, op), false);
         }
         st.sq_consumer = prod;
+        st.sq_checked = 0;
         this.sq.set_consumer(prod);
     }
     flush_rq(qp, st);
@@ -438,6 +445,7 @@ fn flush_sq_head(qp: &Qp<Roxe>, st: &mut QpState, n: u32) {
         }
         st.sq_consumer = st.sq_consumer.wrapping_add(1);
     }
+    st.sq_checked = 0;
     this.sq.set_consumer(st.sq_consumer);
 }
 
@@ -454,6 +462,7 @@ fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, ahead: u32, bad: &SendWqe, status: W
         let _ = cq::push(scq, cqe, false);
     }
     st.sq_consumer = st.sq_consumer.wrapping_add(1);
+    st.sq_checked = 0;
     this.sq.set_consumer(st.sq_consumer);
     st.attr.state = State::Err;
     flush(qp, st);
@@ -485,13 +494,14 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
     if !st.attr.state.can_post_send() {
         return Err(EINVAL);
     }
-    for i in 0..pending {
+    for i in st.sq_checked.min(pending)..pending {
         let w = this.sq.read(st.sq_consumer.wrapping_add(i));
         if let Err(status) = check_send_wqe(this, &w) {
             fail_qp(qp, &mut st, i, &w, status);
             return Ok(());
         }
     }
+    st.sq_checked = pending;
     // Valid work waits here until the data path (issue 4) sends it.
     Ok(())
 }
