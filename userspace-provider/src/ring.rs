@@ -50,27 +50,19 @@ impl Geometry {
     /// size is not that of [`Cqe`], the mapping is too small for the header
     /// and every slot, or a number does not fit the types `mmap` takes.
     pub fn new(resp: &CreateCqResp) -> Result<Self, Errno> {
-        if !resp.num_slots.is_power_of_two() {
-            return Err(Errno::EPROTO);
-        }
+        // A CQ ring is a work-queue ring whose slots are exactly one CQE;
+        // the shared check covers the slot count, the offset and the
+        // mapping size.
         if usize::try_from(resp.slot_size) != Ok(SLOT_SIZE) {
             return Err(Errno::EPROTO);
         }
-        let offset = i64::try_from(resp.mmap_offset).map_err(|_| Errno::EPROTO)?;
-        let len = usize::try_from(resp.mmap_size).map_err(|_| Errno::EPROTO)?;
-        let needed = usize::try_from(resp.num_slots)
-            .ok()
-            .and_then(|n| n.checked_mul(SLOT_SIZE))
-            .and_then(|slots| slots.checked_add(RING_HEADER_SIZE))
-            .ok_or(Errno::EPROTO)?;
-        if len < needed {
-            return Err(Errno::EPROTO);
-        }
-        // INVARIANT: each condition was checked above.
+        let g = crate::wq::Geometry::new(resp, SLOT_SIZE)?;
+        // INVARIANT: `wq::Geometry` checked the count, offset and length for
+        // slots of `slot_size`, which is `SLOT_SIZE`.
         Ok(Self {
-            offset,
-            len,
-            num_slots: resp.num_slots,
+            offset: g.mmap_offset(),
+            len: g.mmap_len(),
+            num_slots: g.num_slots(),
         })
     }
 
