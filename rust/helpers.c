@@ -6,6 +6,14 @@
 #include <linux/if_vlan.h>
 #include <net/addrconf.h>
 #include <linux/vmalloc.h>
+#include <linux/inetdevice.h>
+#include <linux/highmem.h>
+#include <net/udp_tunnel.h>
+#include <net/route.h>
+#include <net/ip.h>
+#include <net/ipv6.h>
+#include <net/ipv6_stubs.h>
+#include <net/addrconf.h>
 #include "helpers.h"
 
 struct net_device *roxe_netdev_notifier_info_to_dev(void *info)
@@ -127,4 +135,201 @@ size_t roxe_umem_pages(struct ib_umem *umem, struct page **pages, size_t max)
 		pages[n++] = sg_page_iter_page(&it);
 	}
 	return n;
+}
+
+void roxe_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void roxe_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}
+
+/* Opens a kernel UDP socket on @port in init_net with @rcv as its encap hook. */
+int roxe_udp_tunnel_open(u16 port, bool ipv6, roxe_encap_rcv_t rcv, struct socket **out)
+{
+	struct udp_port_cfg ucfg = {
+		.family = ipv6 ? AF_INET6 : AF_INET,
+		.ipv6_v6only = ipv6,
+		.local_udp_port = htons(port),
+	};
+	struct udp_tunnel_sock_cfg tcfg = {
+		.encap_type = 1,
+		.encap_rcv = rcv,
+	};
+	int err = udp_sock_create(&init_net, &ucfg, out);
+
+	if (err)
+		return err;
+	setup_udp_tunnel_sock(&init_net, *out, &tcfg);
+	return 0;
+}
+
+/* Closes the socket and waits until no receive hook can still be running. */
+void roxe_udp_tunnel_close(struct socket *sock)
+{
+	udp_tunnel_sock_release(sock);
+	synchronize_net();
+}
+
+struct net_device *roxe_skb_dev(struct sk_buff *skb)
+{
+	return skb->dev;
+}
+
+/*
+ * Makes the whole packet linear and points @ip at the network header and
+ * @udp at the UDP header, each with the number of bytes up to the end.
+ */
+int roxe_skb_linear_udp(struct sk_buff *skb, const u8 **ip, unsigned int *ip_len,
+			const u8 **udp, unsigned int *udp_len)
+{
+	if (skb_linearize(skb))
+		return -ENOMEM;
+	*ip = skb_network_header(skb);
+	*ip_len = skb_tail_pointer(skb) - skb_network_header(skb);
+	*udp = skb_transport_header(skb);
+	*udp_len = skb_tail_pointer(skb) - skb_transport_header(skb);
+	return 0;
+}
+
+void roxe_skb_free(struct sk_buff *skb)
+{
+	kfree_skb(skb);
+}
+
+void roxe_skb_consume(struct sk_buff *skb)
+{
+	consume_skb(skb);
+}
+
+struct net_device *roxe_ip4_dev_find(struct net_device *via, __be32 addr)
+{
+	return ip_dev_find(dev_net(via), addr);
+}
+
+struct net_device *roxe_ip6_dev_find(struct net_device *via, const struct in6_addr *addr)
+{
+	struct net_device *ndev;
+
+	rcu_read_lock();
+	ndev = ipv6_dev_find(dev_net(via), addr, NULL);
+	if (ndev)
+		dev_hold(ndev);
+	rcu_read_unlock();
+	return ndev;
+}
+
+bool roxe_netdev_is_loopback(const struct net_device *ndev)
+{
+	return ndev->flags & IFF_LOOPBACK;
+}
+
+struct dst_entry *roxe_route4(struct net_device *ndev, __be32 saddr, __be32 daddr)
+{
+	struct flowi4 fl = {
+		.flowi4_oif = ndev->ifindex,
+		.flowi4_proto = IPPROTO_UDP,
+		.saddr = saddr,
+		.daddr = daddr,
+	};
+	struct rtable *rt = ip_route_output_key(dev_net(ndev), &fl);
+
+	return IS_ERR(rt) ? NULL : &rt->dst;
+}
+
+struct dst_entry *roxe_route6(struct net_device *ndev, const struct in6_addr *saddr,
+			      const struct in6_addr *daddr)
+{
+	struct flowi6 fl = {
+		.flowi6_oif = ndev->ifindex,
+		.flowi6_proto = IPPROTO_UDP,
+		.saddr = *saddr,
+		.daddr = *daddr,
+	};
+	struct dst_entry *dst;
+
+	if (!ipv6_stub || !ipv6_stub->ipv6_dst_lookup_flow)
+		return NULL;
+	dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl, NULL);
+	return IS_ERR(dst) ? NULL : dst;
+}
+
+void roxe_dst_release(struct dst_entry *dst)
+{
+	dst_release(dst);
+}
+
+void roxe_dst_hold(struct dst_entry *dst)
+{
+	dst_hold(dst);
+}
+
+unsigned int roxe_dst_mtu(struct dst_entry *dst)
+{
+	return dst_mtu(dst);
+}
+
+/*
+ * Allocates a linear skb with room for the link-layer header of the route's
+ * device and @len bytes of IP packet, which @data points to.
+ */
+struct sk_buff *roxe_tx_alloc(struct dst_entry *dst, unsigned int len, u8 **data)
+{
+	unsigned int room = LL_RESERVED_SPACE(dst->dev);
+	struct sk_buff *skb = alloc_skb(room + len, GFP_ATOMIC);
+
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, room);
+	skb_reset_network_header(skb);
+	*data = skb_put(skb, len);
+	return skb;
+}
+
+/*
+ * Sends a packet whose IP and UDP headers the caller wrote. Takes a new
+ * reference on @dst for the skb; always consumes @skb.
+ */
+int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
+{
+	skb_set_transport_header(skb, ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	skb->protocol = htons(ipv6 ? ETH_P_IPV6 : ETH_P_IP);
+	skb->ip_summed = CHECKSUM_NONE;
+	skb_dst_set(skb, dst_clone(dst));
+	skb->dev = dst->dev;
+	if (ipv6) {
+		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+		return ip6_local_out(dev_net(dst->dev), NULL, skb);
+	}
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	return ip_local_out(dev_net(dst->dev), NULL, skb);
+}
+
+void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *))
+{
+	timer_setup(t, fn, 0);
+}
+
+/* (Re)starts @t to fire @msecs from now; a no-op once it is shut down. */
+void roxe_timer_arm(struct timer_list *t, unsigned int msecs)
+{
+	mod_timer(t, jiffies + msecs_to_jiffies(msecs));
+}
+
+void roxe_timer_shutdown_sync(struct timer_list *t)
+{
+	timer_shutdown_sync(t);
+}
+
+void *roxe_kmap_local_page(struct page *page)
+{
+	return kmap_local_page(page);
+}
+
+void roxe_kunmap_local(void *addr)
+{
+	kunmap_local(addr);
 }

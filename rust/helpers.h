@@ -12,6 +12,8 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/ib_umem.h>
+#include <linux/skbuff.h>
+#include <net/sock.h>
 
 struct net_device *roxe_netdev_notifier_info_to_dev(void *info);
 bool roxe_netdev_is_vlan(const struct net_device *ndev);
@@ -39,4 +41,36 @@ void *roxe_vmalloc_user(unsigned long size);
 size_t roxe_umem_num_pages(struct ib_umem *umem);
 size_t roxe_umem_offset(struct ib_umem *umem);
 size_t roxe_umem_pages(struct ib_umem *umem, struct page **pages, size_t max);
+
+void roxe_spin_lock_bh(spinlock_t *lock);
+void roxe_spin_unlock_bh(spinlock_t *lock);
+
+typedef int (*roxe_encap_rcv_t)(struct sock *sk, struct sk_buff *skb);
+int roxe_udp_tunnel_open(u16 port, bool ipv6, roxe_encap_rcv_t rcv, struct socket **out);
+void roxe_udp_tunnel_close(struct socket *sock);
+
+struct net_device *roxe_skb_dev(struct sk_buff *skb);
+int roxe_skb_linear_udp(struct sk_buff *skb, const u8 **ip, unsigned int *ip_len,
+			const u8 **udp, unsigned int *udp_len);
+void roxe_skb_free(struct sk_buff *skb);
+void roxe_skb_consume(struct sk_buff *skb);
+struct net_device *roxe_ip4_dev_find(struct net_device *via, __be32 addr);
+struct net_device *roxe_ip6_dev_find(struct net_device *via, const struct in6_addr *addr);
+bool roxe_netdev_is_loopback(const struct net_device *ndev);
+
+struct dst_entry *roxe_route4(struct net_device *ndev, __be32 saddr, __be32 daddr);
+struct dst_entry *roxe_route6(struct net_device *ndev, const struct in6_addr *saddr,
+			      const struct in6_addr *daddr);
+void roxe_dst_release(struct dst_entry *dst);
+void roxe_dst_hold(struct dst_entry *dst);
+unsigned int roxe_dst_mtu(struct dst_entry *dst);
+struct sk_buff *roxe_tx_alloc(struct dst_entry *dst, unsigned int len, u8 **data);
+int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6);
+
+void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
+void roxe_timer_arm(struct timer_list *t, unsigned int msecs);
+void roxe_timer_shutdown_sync(struct timer_list *t);
+
+void *roxe_kmap_local_page(struct page *page);
+void roxe_kunmap_local(void *addr);
 #endif

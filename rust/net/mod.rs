@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Network devices and their event notifier.
+//! Network devices, their event notifier, socket buffers and the UDP tunnel
+//! socket.
 
 pub(crate) mod device;
 pub(crate) mod notifier;
+pub(crate) mod skb;
+pub(crate) mod udp;
 
 pub(crate) use device::NetDevice;

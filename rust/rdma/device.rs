@@ -151,6 +151,14 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// User space rang the send doorbell: work is waiting in the SQ ring.
     fn doorbell(qp: &Qp<Self>) -> Result;
 
+    /// The QP's timer (see [`Qp::arm_timer`]) fired; runs in softirq.
+    fn qp_timer(qp: &Qp<Self>);
+
+    /// The device's index of QPs by number, which the abstraction keeps:
+    /// a QP is in it from the end of a successful `create_qp` until the
+    /// start of its destruction.
+    fn qp_index(dev: &Device<Self>) -> &super::qp::QpIndex<Self>;
+
     /// Per-SRQ state; dropped when the SRQ is destroyed.
     type Srq: Send + Sync;
 

@@ -30,6 +30,12 @@ impl<T: Driver> Pd<T> {
     }
 
     /// The device the PD belongs to.
+    /// A number that identifies this PD among the live PDs (its address):
+    /// objects may be used together only if their PD ids are equal.
+    pub(crate) fn id(&self) -> usize {
+        core::ptr::from_ref(self) as usize
+    }
+
     pub(crate) fn device(&self) -> &Device<T> {
         // SAFETY: The core sets `device` before any driver call and the
         // device outlives its PDs.

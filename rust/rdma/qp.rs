@@ -14,6 +14,7 @@ use kernel::error::{code::*, from_result, Result};
 use kernel::ffi::c_int;
 use kernel::init::PinInit;
 use kernel::types::Opaque;
+use kernel::prelude::pin_data;
 
 /// The QP transport types roxe knows (`enum ib_qp_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,10 +247,15 @@ impl<T: Driver> NewQp<'_, T> {
 /// `ib` is a live `ib_qp` of a device of `T`, whose `pd`, `send_cq`,
 /// `recv_cq` and `srq` the core keeps alive (by use counts) until the QP
 /// is destroyed; `data` is initialised between create and destroy.
+///
+/// `timer` is set up in `create_cb` before the QP is published, and shut
+/// down in `destroy_cb` before `data` is dropped; its callback only runs in
+/// between.
 #[repr(C)]
 pub(crate) struct Qp<T: Driver> {
     ib: Opaque<bindings::ib_qp>,
     data: T::Qp,
+    timer: Opaque<bindings::timer_list>,
 }
 
 impl<T: Driver> Qp<T> {
@@ -288,6 +294,45 @@ impl<T: Driver> Qp<T> {
     pub(crate) fn is_user(&self) -> bool {
         // SAFETY: Set by the core before the driver is called.
         unsafe { !(*self.ib.get()).uobject.is_null() }
+    }
+
+    /// The id of the QP's PD (see [`Pd::id`]).
+    ///
+    /// [`Pd::id`]: super::pd::Pd::id
+    pub(crate) fn pd_id(&self) -> usize {
+        // SAFETY: Set by the core before the driver is called; the PD
+        // outlives the QP. Only the address is taken.
+        unsafe { (*self.ib.get()).pd as usize }
+    }
+
+    /// The QP's SRQ, if it has one.
+    pub(crate) fn srq(&self) -> Option<&super::srq::Srq<T>> {
+        // SAFETY: By the type invariant the SRQ outlives the QP and is an SRQ
+        // of this device.
+        unsafe {
+            (*self.ib.get())
+                .srq
+                .as_ref()
+                .map(|s| &*(s as *const bindings::ib_srq).cast::<super::srq::Srq<T>>())
+        }
+    }
+
+    /// Starts (or restarts) the QP's timer to call `T::qp_timer` in `msecs`
+    /// milliseconds, in softirq context. Once the QP is being destroyed this
+    /// does nothing.
+    pub(crate) fn arm_timer(&self, msecs: u32) {
+        // SAFETY: By the type invariant the timer is set up and, until the
+        // QP is destroyed, not shut down; after that `mod_timer` is a no-op.
+        unsafe { bindings::roxe_timer_arm(self.timer.get(), msecs) };
+    }
+
+    unsafe extern "C" fn timer_cb(t: *mut bindings::timer_list) {
+        let off = core::mem::offset_of!(Self, timer);
+        // SAFETY: `t` is the `timer` field of a `Qp<T>` (only `create_cb`
+        // sets this callback up), and the timer only fires while the QP is
+        // live (`destroy_cb` shuts it down first).
+        let qp = unsafe { &*t.cast::<u8>().sub(off).cast::<Self>() };
+        T::qp_timer(qp);
     }
 
     /// Reports an asynchronous QP event (`IB_EVENT_QP_FATAL` and friends).
@@ -330,8 +375,21 @@ impl<T: Driver> Qp<T> {
             let (data, cap, qpn) = T::create_qp(&new, &qinit, udata.as_ref())?;
             // SAFETY: Room for `data` (`size_ib_qp`); pinned by the core.
             unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
+            // SAFETY: The timer field is ours and not in use; nothing can
+            // arm it before the QP is published below.
+            unsafe { bindings::roxe_timer_setup(Opaque::raw_get(addr_of_mut!((*this).timer)), Some(Self::timer_cb)) };
             // SAFETY: The QP is not visible to anyone else yet.
             unsafe { (*qp).qp_num = qpn };
+            // SAFETY: Initialised just above; the core keeps the memory until
+            // `destroy_cb`, which removes the QP from the index first.
+            let done = unsafe { &*this };
+            if let Err(e) = T::qp_index(done.device()).insert(done) {
+                T::destroy_qp(done);
+                // SAFETY: Initialised above and not published; the core frees
+                // the memory when creation fails.
+                unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
+                return Err(e);
+            }
             cap.write_to(&mut ia.cap);
             Ok(0)
         })
@@ -382,8 +440,14 @@ impl<T: Driver> Qp<T> {
 
     pub(super) unsafe extern "C" fn destroy_cb(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> c_int {
         let this = qp.cast::<Self>();
-        // SAFETY: Called once, for an initialised QP nothing else uses.
-        T::destroy_qp(unsafe { &*this });
+        // SAFETY: Called once, for an initialised QP. Once it is out of the
+        // index (which waits for any lookup in progress), nothing else uses it.
+        let q = unsafe { &*this };
+        T::qp_index(q.device()).remove(q.qp_num());
+        // SAFETY: Set up at creation. Waits for a running callback and keeps
+        // the timer from being armed again.
+        unsafe { bindings::roxe_timer_shutdown_sync(q.timer.get()) };
+        T::destroy_qp(q);
         // SAFETY: As above.
         unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
         0
@@ -409,5 +473,59 @@ impl<T: Driver> Qp<T> {
             unsafe { *bad = wr };
         }
         super::errno::eopnotsupp().to_errno()
+    }
+}
+
+/// QPs by number, for the data path to find the QP a packet is for.
+///
+/// # Invariants
+///
+/// Every pointer in `tree` is a live, initialised `Qp<T>`: the abstraction
+/// inserts a QP only after it is initialised and removes it before its state
+/// is dropped, and both happen under the lock that [`QpIndex::with`] holds.
+#[pin_data]
+pub(crate) struct QpIndex<T: Driver> {
+    #[pin]
+    tree: crate::sync::SpinLockBh<kernel::rbtree::RBTree<u32, QpPtr<T>>>,
+}
+
+struct QpPtr<T: Driver>(core::ptr::NonNull<Qp<T>>);
+
+// SAFETY: `Qp<T>` is `Sync` (its data is `Send + Sync` and the C part is
+// used under the core's rules), so a pointer to it may move between threads.
+unsafe impl<T: Driver> Send for QpPtr<T> {}
+
+impl<T: Driver> QpIndex<T> {
+    /// An empty index.
+    pub(crate) fn new() -> impl kernel::init::PinInit<Self> {
+        kernel::pin_init!(Self {
+            tree <- crate::sync::new_spinlock_bh!(kernel::rbtree::RBTree::new(), "roxe_qp_index"),
+        })
+    }
+
+    fn insert(&self, qp: &Qp<T>) -> Result {
+        let node = kernel::rbtree::RBTreeNodeReservation::new(kernel::alloc::flags::GFP_KERNEL)?;
+        let mut tree = self.tree.lock();
+        if tree.get(&qp.qp_num()).is_some() {
+            return Err(EBUSY);
+        }
+        // INVARIANT: `qp` is initialised (see `create_cb`).
+        tree.insert(node.into_node(qp.qp_num(), QpPtr(core::ptr::NonNull::from(qp))));
+        Ok(())
+    }
+
+    fn remove(&self, qpn: u32) {
+        // The node is freed after the lock is released.
+        let _old = self.tree.lock().remove(&qpn);
+    }
+
+    /// Runs `f` on the QP numbered `qpn`. The index's lock is held meanwhile,
+    /// so the QP cannot be destroyed under `f`; bottom halves are disabled.
+    pub(crate) fn with<R>(&self, qpn: u32, f: impl FnOnce(&Qp<T>) -> R) -> Option<R> {
+        let tree = self.tree.lock();
+        let p = tree.get(&qpn)?;
+        // SAFETY: By the type invariant the QP is live, and it stays in the
+        // index (so alive) while we hold the lock.
+        Some(f(unsafe { p.0.as_ref() }))
     }
 }

@@ -205,6 +205,20 @@ impl<S: Plain> Ring<S> {
         Some(unsafe { self.slot_ptr(index).add(offset).cast::<U>().read_volatile() })
     }
 
+    /// Copies `dst.len()` bytes at byte `offset` within the slot that `index`
+    /// names into `dst`, or returns `None` if they would not fit inside the
+    /// slot. User space may be writing the bytes meanwhile; any bits do.
+    pub(crate) fn read_bytes(&self, index: u32, offset: usize, dst: &mut [u8]) -> Option<()> {
+        let end = offset.checked_add(dst.len())?;
+        if end > self.slot_size {
+            return None;
+        }
+        // SAFETY: In bounds of the slot (checked above); bytes need no
+        // alignment, and the source is only read through a raw pointer.
+        unsafe { core::ptr::copy_nonoverlapping(self.slot_ptr(index).add(offset), dst.as_mut_ptr(), dst.len()) };
+        Some(())
+    }
+
     /// Writes the slot that `index` names.
     pub(crate) fn write(&self, index: u32, value: S) {
         // SAFETY: The slot is in bounds, holds at least an `S`, and is

@@ -87,3 +87,90 @@ impl Drop for Umem {
         unsafe { bindings::ib_umem_release(self.raw.as_ptr()) };
     }
 }
+
+/// The bytes of pinned user memory, addressed from the first byte of the
+/// registration. Owns the pin.
+///
+/// # Invariants
+///
+/// `pages` are the pages `umem` pinned, in address order, and the range
+/// `offset..offset + len` lies within them.
+pub(crate) struct PinnedRange {
+    _umem: Umem,
+    pages: KVec<PinnedPage>,
+    offset: usize,
+    len: usize,
+}
+
+const PAGE: usize = kernel::page::PAGE_SIZE;
+
+impl PinnedRange {
+    /// Takes the pages of `umem`, which pinned `len` bytes.
+    pub(crate) fn new(umem: Umem, len: u64) -> Result<Self> {
+        let pages = umem.pages()?;
+        let offset = umem.offset();
+        let len = usize::try_from(len).map_err(|_| EINVAL)?;
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if end > pages.len().checked_mul(PAGE).ok_or(EINVAL)? {
+            return Err(EFAULT);
+        }
+        // INVARIANT: checked just above.
+        Ok(Self { _umem: umem, pages, offset, len })
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Calls `f(page, offset in page, bytes)` for each page piece of
+    /// `off..off + n`, after checking the range is inside the registration.
+    fn pieces(&self, off: usize, n: usize, mut f: impl FnMut(PinnedPage, usize, usize, usize)) -> Result {
+        let end = off.checked_add(n).ok_or(EFAULT)?;
+        if end > self.len {
+            return Err(EFAULT);
+        }
+        let mut pos = self.offset + off;
+        let mut done = 0;
+        while done < n {
+            let in_page = pos % PAGE;
+            let chunk = (PAGE - in_page).min(n - done);
+            // By the invariant, `pos / PAGE` indexes a pinned page.
+            let page = *self.pages.get(pos / PAGE).ok_or(EFAULT)?;
+            f(page, in_page, chunk, done);
+            pos += chunk;
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into the registration at byte `off`.
+    pub(crate) fn write(&self, off: usize, src: &[u8]) -> Result {
+        self.pieces(off, src.len(), |page, in_page, chunk, done| {
+            // SAFETY: The page is pinned while `self` lives; the mapping is
+            // released before the next one is made; `in_page + chunk` stays
+            // within the page and `done + chunk` within `src`. User space may
+            // access the page at the same time, as with any RDMA write;
+            // bytes are copied through raw pointers, never references to it.
+            unsafe {
+                let va = bindings::roxe_kmap_local_page(page.0.as_ptr()).cast::<u8>();
+                core::ptr::copy_nonoverlapping(src.as_ptr().add(done), va.add(in_page), chunk);
+                bindings::roxe_kunmap_local(va.cast());
+            }
+        })
+    }
+
+    /// Copies bytes from the registration at `off` into `dst`.
+    pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> Result {
+        let out = dst.as_mut_ptr();
+        self.pieces(off, dst.len(), |page, in_page, chunk, done| {
+            // SAFETY: As in `write`, with the copy in the other direction
+            // into `dst`, which has room for `done + chunk` bytes.
+            unsafe {
+                let va = bindings::roxe_kmap_local_page(page.0.as_ptr()).cast::<u8>();
+                core::ptr::copy_nonoverlapping(va.add(in_page), out.add(done), chunk);
+                bindings::roxe_kunmap_local(va.cast());
+            }
+        })
+    }
+}

@@ -51,6 +51,24 @@ roxe_wait() {
 	wait_for "${2:-120}" test -e "$ROXE_SHARED/$1.$peer"
 }
 
+# gid_index_v4 DEV [IP]: print the index of DEV's port 1 RoCE v2 GID that
+# holds IP (default $ROXE_LOCAL_IP) as an IPv4-mapped address; fail if
+# there is none yet (the core adds GIDs a moment after the device appears).
+gid_index_v4() {
+	local port=/sys/class/infiniband/$1/ports/1 a b c d want f n
+	IFS=. read -r a b c d <<<"${2:-$ROXE_LOCAL_IP}"
+	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")
+	for f in "$port"/gids/*; do
+		n=${f##*/}
+		if [ "$(cat "$f" 2>/dev/null)" = "$want" ] &&
+			[ "$(cat "$port/gid_attrs/types/$n" 2>/dev/null)" = "RoCE v2" ]; then
+			echo "$n"
+			return 0
+		fi
+	done
+	return 1
+}
+
 # Remove every roxe link, then the module, whatever state a test left.
 roxe_cleanup() {
 	local d

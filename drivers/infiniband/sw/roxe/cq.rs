@@ -14,15 +14,15 @@ use crate::uapi::{CreateCqResp, Cqe};
 use core::mem::size_of;
 use crate::rdma::errno::eopnotsupp;
 use kernel::error::code::{EINVAL, EIO};
-use kernel::new_spinlock;
+use crate::sync::new_spinlock_bh;
 use kernel::prelude::*;
-use kernel::sync::SpinLock;
+use crate::sync::SpinLockBh;
 
 /// Per-CQ state.
 #[pin_data]
 pub(crate) struct RoxeCq {
     #[pin]
-    state: SpinLock<CqState>,
+    state: SpinLockBh<CqState>,
 }
 
 struct CqState {
@@ -91,7 +91,7 @@ pub(crate) fn create(
     let state = CqState { ring, producer: 0, armed: None, broken: false };
     Ok((
         try_pin_init!(RoxeCq {
-            state <- new_spinlock!(state, "roxe_cq"),
+            state <- new_spinlock_bh!(state, "roxe_cq"),
         }),
         geometry.num_slots(),
     ))

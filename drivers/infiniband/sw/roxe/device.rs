@@ -17,7 +17,7 @@ use crate::proto::wr::MAX_SGE;
 use crate::qp::{self, RoxeQp};
 use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
 use crate::srq::{self, RoxeSrq};
-use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit};
+use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit};
 use core::sync::atomic::AtomicBool;
 use crate::rdma::ah::AhAttr;
 use crate::mr::{self, RoxeMr};
@@ -71,7 +71,7 @@ pub(crate) struct RoxeDev {
     pub(crate) mrs: Budget,
     /// Live MR indices, each with its key's random tag.
     #[pin]
-    pub(crate) mr_table: Table<u32>,
+    pub(crate) mr_table: Table<crate::mr::KeyEntry>,
     pub(crate) ahs: Budget,
     /// Live AHs by number.
     #[pin]
@@ -80,6 +80,11 @@ pub(crate) struct RoxeDev {
     /// Live QPs by table index (QPN = index + 15).
     #[pin]
     pub(crate) qp_table: Table<()>,
+    /// QPs by number, for the receive path.
+    #[pin]
+    pub(crate) qp_index: QpIndex<Roxe>,
+    /// Packet counters.
+    pub(crate) counters: crate::rx::Counters,
     /// Whether the GSI QP (QP1) exists.
     pub(crate) gsi_taken: AtomicBool,
     pub(crate) srqs: Budget,
@@ -96,7 +101,7 @@ impl Driver for Roxe {
     // devices by the `roxe_abi_version` attribute instead.
     const DRIVER_ID: crate::rdma::device::DriverId = DRIVER_ID_UNKNOWN;
     const UVERBS_ABI_VER: u32 = uapi::UVERBS_ABI_VERSION;
-    const ATTRS: &'static [&'static CStr] = &[c_str!("parent"), ABI_ATTR];
+    const ATTRS: &'static [&'static CStr] = &[c_str!("parent"), ABI_ATTR, c_str!("counters")];
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
         // Only what exists today is advertised: resources that are not
@@ -181,6 +186,15 @@ impl Driver for Roxe {
                 writeln!(out, "{}", ndev.name()).map_err(|_| ENOSPC)
             }
             1 => writeln!(out, "{}", uapi::UVERBS_ABI_VERSION).map_err(|_| ENOSPC),
+            2 => {
+                let mut r = Ok(());
+                dev.data().counters.for_each(|prefix, name, v| {
+                    if r.is_ok() {
+                        r = writeln!(out, "{prefix}{name} {v}").map_err(|_| ENOSPC);
+                    }
+                });
+                r
+            }
             _ => Err(EINVAL),
         }
     }
@@ -277,6 +291,14 @@ impl Driver for Roxe {
         qp::doorbell(q)
     }
 
+    fn qp_timer(q: &Qp<Self>) {
+        crate::datapath::on_timer(q)
+    }
+
+    fn qp_index(dev: &Device<Self>) -> &QpIndex<Self> {
+        &dev.data().qp_index
+    }
+
     type Srq = RoxeSrq;
 
     fn create_srq(
@@ -346,6 +368,8 @@ impl LinkOps for Link {
                 ah_table <- Table::new(MAX_AH),
                 qps: Budget::new(MAX_QP),
                 qp_table <- Table::new(MAX_QP),
+                qp_index <- QpIndex::new(),
+                counters: crate::rx::Counters::new(),
                 gsi_taken: AtomicBool::new(false),
                 srqs: Budget::new(MAX_SRQ),
                 srq_table <- Table::new(MAX_SRQ),

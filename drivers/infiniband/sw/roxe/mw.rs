@@ -25,7 +25,7 @@ pub(crate) fn alloc(dev: &Device<Roxe>, mw_type: MwType, udata: Option<&UData<'_
     let d = dev.data();
     d.mws.take()?;
     let tag = random::u32() & 0xff;
-    match d.mr_table.insert(tag) {
+    match d.mr_table.insert(crate::mr::KeyEntry::Mw) {
         Ok(index) => Ok((RoxeMw { index, mw_type }, index << 8 | tag)),
         Err(e) => {
             d.mws.give_back();

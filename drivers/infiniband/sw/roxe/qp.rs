@@ -5,11 +5,11 @@
 //! attribute checks, validation of what user space puts in the rings, and
 //! flushing of outstanding work on entry to ERR.
 //!
-//! Moving data is the data path's job (issue 4). Until it exists, valid
-//! send work requests stay queued in the ring; they are flushed when the
-//! QP enters ERR.
+//! Moving data is `datapath`'s job; the doorbell hands it valid work.
 
 use crate::cq;
+use crate::datapath::{self, Path, RecvCopy};
+use crate::proto::psn::Psn;
 use crate::device::{Roxe, PORT};
 use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
 use crate::proto::mtu::IbMtu;
@@ -22,10 +22,11 @@ use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpT
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
 use crate::uapi::{CreateQpResp, Cqe, RecvWqe, RingInfo, SendWqe};
+use kernel::alloc::KVec;
 use kernel::error::code::{EBUSY, EINVAL};
-use kernel::new_spinlock;
+use crate::sync::new_spinlock_bh;
 use kernel::prelude::*;
-use kernel::sync::SpinLock;
+use crate::sync::SpinLockBh;
 
 /// The QP number of the general services QP.
 const GSI_QPN: u32 = 1;
@@ -35,31 +36,109 @@ const FIRST_QPN: u32 = 16;
 /// Per-QP state.
 #[pin_data]
 pub(crate) struct RoxeQp {
-    qp_type: QpType,
-    sig_all: bool,
+    pub(crate) qp_type: QpType,
+    pub(crate) sig_all: bool,
     cap: QpCap,
     /// Index in the device's QP table; 0 for the GSI QP.
     index: u32,
-    sq: Ring<SendWqe>,
-    rq: Option<Ring<RecvWqe>>,
+    pub(crate) sq: Ring<SendWqe>,
+    pub(crate) rq: Option<Ring<RecvWqe>>,
+    /// One lock for the requester, responder and completer state: they run
+    /// from verbs calls and from the receive softirq, and share the rings.
     #[pin]
-    state: SpinLock<QpState>,
+    pub(crate) state: SpinLockBh<QpState>,
 }
 
-struct QpState {
-    attr: QpAttr,
+/// A SEND being received: its receive WQE and how far it got.
+pub(crate) struct RecvProgress {
+    pub(crate) wqe: RecvCopy,
+    pub(crate) off: u64,
+    pub(crate) status: WcStatus,
+}
+
+/// An RDMA WRITE being received.
+pub(crate) struct WriteProgress {
+    pub(crate) rkey: u32,
+    pub(crate) va: u64,
+    pub(crate) len: u32,
+    pub(crate) off: u32,
+}
+
+pub(crate) struct QpState {
+    pub(crate) attr: QpAttr,
     /// The kernel's own consumer indices; the copies in the rings are only
     /// ever written from these.
-    sq_consumer: u32,
-    rq_consumer: u32,
+    pub(crate) sq_consumer: u32,
+    pub(crate) rq_consumer: u32,
     /// How many WQEs past `sq_consumer` earlier doorbells already checked,
     /// so each doorbell only reads what is new. The data path checks each
     /// WQE again when it copies it out to send it: user space may rewrite a
     /// slot at any time.
-    sq_checked: u32,
+    pub(crate) sq_checked: u32,
+    /// Requester: the next WQE to send (RC keeps sent WQEs until ACKed).
+    pub(crate) sq_sent: u32,
+    /// Requester: the next PSN to send.
+    pub(crate) npsn: Psn,
+    /// Requester: per SQ slot, the first and last PSN of the sent WQE and
+    /// whether it is a read. Sized at creation; nothing is allocated per
+    /// packet.
+    wqe_psns: KVec<(u32, u32, bool)>,
+    /// Completer: the next read response packet expected, counted from the
+    /// read's first PSN.
+    pub(crate) read_next: u32,
+    /// Requester: a WQE behind unacknowledged ones failed locally with this
+    /// status; it completes once they do.
+    pub(crate) sq_blocked: Option<WcStatus>,
+    /// Requester: retries left after a timeout, and after an RNR NAK.
+    pub(crate) retry_left: u8,
+    pub(crate) rnr_left: u8,
+    /// Requester: waiting out an RNR NAK's delay.
+    pub(crate) rnr_wait: bool,
+    /// Where connected QPs send (set on the move to RTR).
+    pub(crate) path: Option<Path>,
+    /// Responder: the expected PSN.
+    pub(crate) epsn: Psn,
+    /// Responder: the message sequence number.
+    pub(crate) msn: u32,
+    /// Responder: a PSN sequence NAK was sent and not yet resolved.
+    pub(crate) nak_sent: bool,
+    pub(crate) recv: Option<RecvProgress>,
+    pub(crate) wctx: Option<WriteProgress>,
 }
 
-fn transport(t: QpType) -> Transport {
+impl QpState {
+    /// First PSN, last PSN and whether it is a read, of sent WQE `idx`.
+    pub(crate) fn wqe_psn(&self, idx: u32) -> (Psn, Psn, bool) {
+        let n = self.wqe_psns.len();
+        let (f, l, r) = self.wqe_psns.get(idx as usize % n.max(1)).copied().unwrap_or((0, 0, false));
+        (Psn::new(f), Psn::new(l), r)
+    }
+
+    pub(crate) fn set_wqe_psn(&mut self, idx: u32, first: Psn, last: Psn, read: bool) {
+        let n = self.wqe_psns.len().max(1);
+        if let Some(e) = self.wqe_psns.get_mut(idx as usize % n) {
+            *e = (first.get(), last.get(), read);
+        }
+    }
+
+    pub(crate) fn wqe_is_read(&self, idx: u32) -> bool {
+        self.wqe_psn(idx).2
+    }
+
+    /// Forgets the requester's and responder's progress.
+    fn reset_progress(&mut self) {
+        self.sq_sent = self.sq_consumer;
+        self.sq_checked = 0;
+        self.read_next = 0;
+        self.sq_blocked = None;
+        self.rnr_wait = false;
+        self.recv = None;
+        self.wctx = None;
+        self.nak_sent = false;
+    }
+}
+
+pub(crate) fn transport(t: QpType) -> Transport {
     match t {
         QpType::Rc => Transport::Rc,
         QpType::Uc => Transport::Uc,
@@ -186,7 +265,30 @@ pub(crate) fn create(
             }
         }
     };
-    let state = QpState { attr: reset_attr(granted), sq_consumer: 0, rq_consumer: 0, sq_checked: 0 };
+    let mut wqe_psns = KVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL)?;
+    for _ in 0..granted.max_send_wr {
+        wqe_psns.push((0, 0, false), GFP_KERNEL)?;
+    }
+    let state = QpState {
+        attr: reset_attr(granted),
+        sq_consumer: 0,
+        rq_consumer: 0,
+        sq_checked: 0,
+        sq_sent: 0,
+        npsn: Psn::ZERO,
+        wqe_psns,
+        read_next: 0,
+        sq_blocked: None,
+        retry_left: 0,
+        rnr_left: 0,
+        rnr_wait: false,
+        path: None,
+        epsn: Psn::ZERO,
+        msn: 0,
+        nak_sent: false,
+        recv: None,
+        wctx: None,
+    };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
     Ok((
         try_pin_init!(RoxeQp {
@@ -196,7 +298,7 @@ pub(crate) fn create(
             index,
             sq,
             rq,
-            state <- new_spinlock!(state, "roxe_qp"),
+            state <- new_spinlock_bh!(state, "roxe_qp"),
         }),
         granted,
         qpn,
@@ -266,6 +368,12 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     }
     let this = qp.data();
     check_attrs(this, a, m)?;
+    // Resolve the route before taking the lock. A destination without a
+    // route is no error here (rxe accepts it too); sends retry the lookup.
+    let path = match (&a.av, m & mask::AV != 0, qp.device().netdev(PORT)) {
+        (Some(av), true, Some(ndev)) => path_for(&ndev, av),
+        _ => None,
+    };
     let mut st = this.state.lock();
     let cur = if m & mask::CUR_STATE != 0 {
         let claimed = a.cur_state.ok_or(EINVAL)?;
@@ -296,6 +404,22 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     if m & mask::AV != 0 {
         s.av = a.av;
     }
+    if m & mask::AV != 0 {
+        st.path = path;
+    }
+    if m & mask::RQ_PSN != 0 {
+        st.epsn = Psn::new(a.rq_psn & 0xff_ffff);
+    }
+    if m & mask::RETRY_CNT != 0 {
+        st.retry_left = a.retry_cnt;
+    }
+    if m & mask::RNR_RETRY != 0 {
+        st.rnr_left = a.rnr_retry;
+    }
+    if m & mask::SQ_PSN != 0 {
+        st.npsn = Psn::new(a.sq_psn & 0xff_ffff);
+    }
+    let s = &mut st.attr;
     if m & mask::PATH_MTU != 0 {
         s.path_mtu = a.path_mtu;
     }
@@ -339,6 +463,11 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             // Outstanding work is discarded without completions.
             discard(this, &mut st);
             st.attr = reset_attr(this.cap);
+            st.reset_progress();
+            st.path = None;
+            st.npsn = Psn::ZERO;
+            st.epsn = Psn::ZERO;
+            st.msn = 0;
         }
         State::Err if cur != State::Err => flush(qp, &mut st),
         _ => {}
@@ -371,7 +500,6 @@ fn discard(this: &RoxeQp, st: &mut QpState) {
     // sees its own garbage, the kernel reads nothing.
     if this.sq.geometry().used(this.sq.producer(), st.sq_consumer).is_ok() {
         st.sq_consumer = this.sq.producer();
-        st.sq_checked = 0;
         this.sq.set_consumer(st.sq_consumer);
     }
     if let Some(rq) = &this.rq {
@@ -380,6 +508,17 @@ fn discard(this: &RoxeQp, st: &mut QpState) {
             rq.set_consumer(st.rq_consumer);
         }
     }
+}
+
+/// The route for a connected QP's address vector, if there is one.
+fn path_for(ndev: &crate::net::NetDevice, av: &AhAttr) -> Option<Path> {
+    let (sgid, _) = av.sgid?;
+    Path::resolve(ndev, sgid, av.dgid, av.traffic_class, av.hop_limit, av.flow_label).ok()
+}
+
+/// Completes every outstanding work request with a flush error.
+pub(crate) fn flush_all(qp: &Qp<Roxe>, st: &mut QpState) {
+    flush(qp, st)
 }
 
 /// Completes every outstanding work request with a flush error.
@@ -395,9 +534,9 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
             let _ = cq::push(scq, flush_cqe(qpn, w.wr_id, op), false);
         }
         st.sq_consumer = prod;
-        st.sq_checked = 0;
         this.sq.set_consumer(prod);
     }
+    st.reset_progress();
     flush_rq(qp, st);
 }
 
@@ -471,6 +610,12 @@ fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, ahead: u32, bad: &SendWqe, status: W
 /// The send doorbell: checks every new WQE user space placed in the SQ.
 pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
     let this = qp.data();
+    // Datagrams are routed per work request, which needs the netdev; the
+    // core's lookup may not run under our (softirq-safe) lock.
+    let ndev = match this.qp_type {
+        QpType::Ud | QpType::Gsi => qp.device().netdev(PORT),
+        _ => None,
+    };
     let mut st = this.state.lock();
     let prod = this.sq.producer();
     let pending = match this.sq.geometry().used(prod, st.sq_consumer) {
@@ -502,6 +647,8 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
         }
     }
     st.sq_checked = pending;
-    // Valid work waits here until the data path (issue 4) sends it.
+    if st.attr.state == State::Rts {
+        datapath::send_pending(qp, &mut st, ndev.as_deref());
+    }
     Ok(())
 }

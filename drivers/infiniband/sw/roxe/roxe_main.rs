@@ -7,6 +7,8 @@
 //! directory and contains no `unsafe` (each module is `deny(unsafe_code)`);
 //! the abstractions it builds on live in the top-level `rust/` directory.
 
+#![recursion_limit = "256"]
+
 use kernel::prelude::*;
 
 // The abstraction layer: every `unsafe` block of roxe lives below `rust/`.
@@ -14,6 +16,8 @@ use kernel::prelude::*;
 mod bindings;
 #[path = "../../../../rust/net/mod.rs"]
 mod net;
+#[path = "../../../../rust/sync/mod.rs"]
+mod sync;
 // The RDMA abstractions cover each object fully, including accessors that
 // only later parts of the driver (the data path) use.
 #[path = "../../../../rust/rdma/mod.rs"]
@@ -30,11 +34,13 @@ mod proto {
     pub(crate) mod aeth;
     pub(crate) mod headers;
     pub(crate) mod icrc;
+    pub(crate) mod ip;
     pub(crate) mod mtu;
     pub(crate) mod opcode;
     pub(crate) mod psn;
     pub(crate) mod qp;
     pub(crate) mod ring;
+    pub(crate) mod seg;
     pub(crate) mod udp;
     pub(crate) mod wr;
 }
@@ -49,6 +55,8 @@ mod ah;
 #[deny(unsafe_code)]
 mod cq;
 #[deny(unsafe_code)]
+mod datapath;
+#[deny(unsafe_code)]
 mod device;
 #[deny(unsafe_code)]
 mod limits;
@@ -62,6 +70,8 @@ mod netevent;
 mod pd;
 #[deny(unsafe_code)]
 mod qp;
+#[deny(unsafe_code)]
+mod rx;
 #[deny(unsafe_code)]
 mod srq;
 #[deny(unsafe_code)]
@@ -80,22 +90,46 @@ struct RoxeModule {
     // Fields drop in declaration order, which is the teardown order:
     // 1. stop `rdma link add` from creating devices;
     // 2. unregister every roxe device (this waits for each to finish);
-    // 3. stop listening to netdev events, which only matter while devices exist.
+    // 3. close the RoCEv2 sockets (after the devices, so no packet finds a
+    //    half-torn-down device; closing waits for running receive hooks);
+    // 4. stop listening to netdev events, which only matter while devices exist.
     _link: rdma::link::Registration<device::Link>,
     _devices: rdma::device::DriverRegistration<device::Roxe>,
+    _sock6: net::udp::TunnelSocket<rx::Rx>,
+    _sock4: net::udp::TunnelSocket<rx::Rx>,
     _notifier: net::notifier::Registration<netevent::Events>,
+}
+
+/// Opens the RoCEv2 port, saying clearly when another driver holds it.
+fn open_port(ipv6: bool) -> Result<net::udp::TunnelSocket<rx::Rx>> {
+    net::udp::TunnelSocket::open(proto::udp::ROCE_V2_PORT, ipv6).inspect_err(|e| {
+        let family = if ipv6 { "IPv6" } else { "IPv4" };
+        if e.to_errno() == -(kernel::bindings::EADDRINUSE as i32) {
+            pr_err!(
+                "UDP port {} ({}) is taken: is rdma_rxe loaded? Only one RoCEv2 driver can run per host\n",
+                proto::udp::ROCE_V2_PORT,
+                family
+            );
+        } else {
+            pr_err!("cannot open UDP port {} ({}): {:?}\n", proto::udp::ROCE_V2_PORT, family, e);
+        }
+    })
 }
 
 impl kernel::Module for RoxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Set up in the reverse of the teardown order.
         let notifier = net::notifier::Registration::new(netevent::Events)?;
+        let sock4 = open_port(false)?;
+        let sock6 = open_port(true)?;
         let devices = rdma::device::DriverRegistration::new();
         let link = rdma::link::Registration::new()?;
         pr_info!("loaded (uverbs ABI {})\n", uapi::UVERBS_ABI_VERSION);
         Ok(Self {
             _link: link,
             _devices: devices,
+            _sock6: sock6,
+            _sock4: sock4,
             _notifier: notifier,
         })
     }

@@ -14,25 +14,23 @@ use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
 use crate::rdma::udata::UData;
 use crate::uapi::{CreateSrqResp, RecvWqe, RingInfo};
 use kernel::error::code::EINVAL;
-use kernel::new_spinlock;
+use crate::sync::new_spinlock_bh;
 use kernel::prelude::*;
-use kernel::sync::SpinLock;
+use crate::sync::SpinLockBh;
 
 /// Per-SRQ state.
 #[pin_data]
 pub(crate) struct RoxeSrq {
     /// Number in the device's SRQ table.
     num: u32,
-    #[allow(dead_code)] // Read by the receive path (issue 4).
     ring: Ring<RecvWqe>,
     granted: SrqAttr,
     #[pin]
-    state: SpinLock<SrqState>,
+    state: SpinLockBh<SrqState>,
 }
 
 struct SrqState {
     /// The kernel's own consumer index.
-    #[allow(dead_code)] // Advanced by the receive path (issue 4).
     consumer: u32,
     /// The armed limit; 0 when disarmed.
     limit: u32,
@@ -94,7 +92,7 @@ pub(crate) fn create(
             num,
             ring,
             granted,
-            state <- new_spinlock!(state, "roxe_srq"),
+            state <- new_spinlock_bh!(state, "roxe_srq"),
         }),
         granted,
     ))
@@ -128,4 +126,23 @@ pub(crate) fn destroy(srq: &Srq<Roxe>) {
     let d = srq.device().data();
     d.srq_table.remove(srq.data().num);
     d.srqs.give_back();
+}
+
+/// Takes the next receive WQE for a QP on this SRQ, and raises the limit
+/// event when that leaves fewer WQEs than the armed limit.
+pub(crate) fn pop(srq: &Srq<Roxe>) -> Option<crate::datapath::RecvCopy> {
+    let this = srq.data();
+    let mut st = this.state.lock();
+    let r = crate::datapath::take_recv(&this.ring, &mut st.consumer).ok().flatten()?;
+    let left = this.ring.geometry().used(this.ring.producer(), st.consumer).unwrap_or(0);
+    let fire = st.limit != 0 && left < st.limit;
+    if fire {
+        // The limit disarms once it fires.
+        st.limit = 0;
+    }
+    drop(st);
+    if fire {
+        srq.report_limit_reached();
+    }
+    Some(r)
 }

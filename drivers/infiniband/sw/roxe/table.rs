@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Index tables: each live object of a kind gets a small unique number,
-//! which becomes part of its key or handle.
+//! which becomes part of its key or handle. The data path looks objects
+//! up here from softirq.
 
 use kernel::alloc::{flags::GFP_KERNEL, Flags};
 use kernel::error::code::ENOMEM;
-use kernel::new_spinlock;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
-use kernel::sync::SpinLock;
+use crate::sync::{new_spinlock_bh, SpinLockBh};
 
 /// A table of values indexed by numbers in `1..=max`.
 ///
@@ -17,7 +17,7 @@ use kernel::sync::SpinLock;
 #[pin_data]
 pub(crate) struct Table<V: Send> {
     #[pin]
-    inner: SpinLock<Inner<V>>,
+    inner: SpinLockBh<Inner<V>>,
     max: u32,
 }
 
@@ -30,7 +30,7 @@ impl<V: Send> Table<V> {
     /// An empty table for indices `1..=max`.
     pub(crate) fn new(max: u32) -> impl PinInit<Self> {
         pin_init!(Self {
-            inner <- new_spinlock!(Inner { tree: RBTree::new(), next: 1 }, "roxe_table"),
+            inner <- new_spinlock_bh!(Inner { tree: RBTree::new(), next: 1 }, "roxe_table"),
             max,
         })
     }
@@ -67,8 +67,15 @@ impl<V: Send> Table<V> {
         self.inner.lock().remove(&idx)
     }
 
-    /// Runs `f` on the value at `idx`, under the table's lock.
-    #[allow(dead_code)] // Key lookups come with the data path (issue 4).
+    /// Replaces the value at `idx`, if there is one.
+    pub(crate) fn replace(&self, idx: u32, value: V) {
+        if let Some(v) = self.inner.lock().tree.get_mut(&idx) {
+            *v = value;
+        }
+    }
+
+    /// Runs `f` on the value at `idx`, under the table's lock (which
+    /// disables bottom halves, so the data path may look up from softirq).
     pub(crate) fn with<R>(&self, idx: u32, f: impl FnOnce(&V) -> R) -> Option<R> {
         self.inner.lock().tree.get(&idx).map(f)
     }

@@ -1,0 +1,1075 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The data path: the requester (send queue to packets), the responder
+//! (request packets to memory, receive completions and ACKs) and the
+//! completer (ACKs and read responses to send completions).
+//!
+//! Everything here runs under the QP's state lock, which disables bottom
+//! halves: the requester from the doorbell (process context), the
+//! responder and completer from the UDP receive hook (softirq). See
+//! `Documentation/datapath.md` for what is built and what is not yet.
+
+use crate::cq;
+use crate::device::{Roxe, PORT};
+use crate::mr::{self, KeyError};
+use crate::net::skb::Route;
+use crate::net::NetDevice;
+use crate::proto::aeth::{NakCode, Syndrome};
+use crate::proto::headers::{self, Aeth, Bth, Deth, Ext, ImmDt, Packet, Reth, DEFAULT_PKEY};
+use crate::proto::icrc::{Icrc, IpHeader};
+use crate::proto::ip;
+use crate::proto::mtu::IbMtu;
+use crate::proto::opcode::{Opcode, Operation, Position, Transport as Wire};
+use crate::proto::psn::Psn;
+use crate::proto::qp::{State, RECV_WQE_HEADER, SEND_WQE_HEADER, SGE_SIZE};
+use crate::proto::seg;
+use crate::proto::udp;
+use crate::proto::wr::{SendOp, WcOp, WcStatus, MAX_SGE};
+use crate::qp::{QpState, RoxeQp};
+use crate::rdma::device::Device;
+use crate::rdma::qp::{Qp, QpType};
+use crate::rdma::ring::Ring;
+use crate::uapi::{Cqe, RecvWqe, SendWqe, Sge};
+use kernel::error::code::EINVAL;
+use kernel::c_str;
+use kernel::prelude::*;
+
+/// `IBV_SEND_SIGNALED`.
+const SEND_SIGNALED: u32 = 2;
+/// `IBV_SEND_SOLICITED`.
+const SEND_SOLICITED: u32 = 4;
+/// `IBV_SEND_INLINE`.
+const SEND_INLINE: u32 = 8;
+/// `IBV_WC_GRH`.
+const WC_GRH: u32 = 1;
+/// `IBV_WC_WITH_IMM`.
+const WC_WITH_IMM: u32 = 2;
+/// `IB_ACCESS_LOCAL_WRITE` and friends.
+use crate::proto::access::{LOCAL_WRITE, REMOTE_READ, REMOTE_WRITE};
+/// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
+const MAX_MSG: u64 = 1 << 31;
+/// The Q_Key bit that says "use the QP's own Q_Key".
+const QKEY_FROM_QP: u32 = 1 << 31;
+
+/// Where a QP's (or a datagram's) packets go, with the route resolved.
+pub(crate) struct Path {
+    route: Route,
+    src: [u8; 16],
+    dst: [u8; 16],
+    tclass: u8,
+    hop_limit: u8,
+    flow_label: u32,
+}
+
+impl Path {
+    /// Resolves the route out of `ndev` from source GID `sgid` to `dgid`.
+    pub(crate) fn resolve(
+        ndev: &NetDevice,
+        sgid: [u8; 16],
+        dgid: [u8; 16],
+        tclass: u8,
+        hop_limit: u8,
+        flow_label: u32,
+    ) -> Result<Path> {
+        let route = match (ip::ipv4_mapped(&sgid), ip::ipv4_mapped(&dgid)) {
+            (Some(s), Some(d)) => Route::ipv4(ndev, s, d)?,
+            (None, None) => Route::ipv6(ndev, sgid, dgid)?,
+            _ => return Err(EINVAL),
+        };
+        Ok(Path { route, src: sgid, dst: dgid, tclass, hop_limit: hop_limit.max(1), flow_label })
+    }
+
+    /// The largest IB MTU the route carries.
+    fn mtu(&self) -> u32 {
+        IbMtu::for_netdev_mtu(self.route.mtu()).map_or(256, IbMtu::bytes)
+    }
+
+    /// Builds one packet (IP, UDP, BTH and `ext`, `payload_len` bytes that
+    /// `fill` writes, pad and ICRC) and sends it.
+    fn send(&self, sport: u16, bth: &Bth, ext: &Ext, payload_len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> Result {
+        let opcode = Opcode::from_u8(bth.opcode).ok_or(EINVAL)?;
+        let roce_len = headers::packet_len(opcode, payload_len).ok_or(EINVAL)?;
+        let v6 = self.route.is_ipv6();
+        let ip_len = if v6 { ip::IPV6_HDR_LEN } else { ip::IPV4_HDR_LEN };
+        let udp_len = ip::UDP_HDR_LEN + roce_len;
+        self.route.send(ip_len + udp_len, |buf| {
+            let (iph, rest) = buf.split_at_mut(ip_len);
+            let (udph, roce) = rest.split_at_mut(ip::UDP_HDR_LEN);
+            let ok = if v6 {
+                iph.try_into().is_ok_and(|h| {
+                    ip::write_ipv6_header(h, self.src, self.dst, udp_len, self.tclass, self.flow_label, self.hop_limit)
+                })
+            } else {
+                match (ip::ipv4_mapped(&self.src), ip::ipv4_mapped(&self.dst), iph.try_into()) {
+                    (Some(s), Some(d), Ok(h)) => ip::write_ipv4_header(h, s, d, udp_len, self.tclass, self.hop_limit),
+                    _ => false,
+                }
+            };
+            let sport_ok = udph.try_into().is_ok_and(|h| ip::write_udp_header(h, sport, udp::ROCE_V2_PORT, roce_len));
+            if !ok || !sport_ok {
+                return false;
+            }
+            let Ok(hl) = headers::encode_headers(bth, ext, roce) else { return false };
+            let (body, tail) = roce[hl..].split_at_mut(payload_len);
+            if !fill(body) {
+                return false;
+            }
+            tail.fill(0);
+            let icrc_at = roce_len - crate::proto::icrc::LEN;
+            let mut c = Icrc::new(if v6 { IpHeader::V6(iph) } else { IpHeader::V4(iph) });
+            c.update(udph);
+            c.update(&roce[..icrc_at]);
+            roce[icrc_at..].copy_from_slice(&c.finish().to_le_bytes());
+            if v6 {
+                // The ICRC masks the UDP checksum, so it can come last.
+                let sum = ip::udp6_checksum(&self.src, &self.dst, &buf[ip_len..]);
+                buf[ip_len + 6..ip_len + 8].copy_from_slice(&sum.to_be_bytes());
+            }
+            true
+        })
+    }
+}
+
+/// A receive WQE copied out of its ring, with its SGEs.
+pub(crate) struct RecvCopy {
+    wr_id: u64,
+    num_sge: usize,
+    sges: [Sge; MAX_SGE as usize],
+}
+
+/// Takes the next receive WQE from `ring` at `*consumer`, copying it out and
+/// checking its SGE count against the slot. `Err` if the ring's indices are
+/// corrupt; `Ok(None)` if it is empty.
+pub(crate) fn take_recv(ring: &Ring<RecvWqe>, consumer: &mut u32) -> core::result::Result<Option<RecvCopy>, ()> {
+    match ring.geometry().used(ring.producer(), *consumer) {
+        Err(_) => return Err(()),
+        Ok(0) => return Ok(None),
+        Ok(_) => {}
+    }
+    let w = ring.read(*consumer);
+    let mut c = RecvCopy { wr_id: w.wr_id, num_sge: 0, sges: [Sge::default(); MAX_SGE as usize] };
+    // A count that does not fit the slot leaves the WQE without SGEs: its
+    // receive then fails with a length error rather than reading past it.
+    let n = (w.num_sge as usize).min(MAX_SGE as usize);
+    for i in 0..n {
+        let off = RECV_WQE_HEADER as usize + i * SGE_SIZE as usize;
+        match ring.read_at::<Sge>(*consumer, off) {
+            Some(s) => c.sges[i] = s,
+            None => break,
+        }
+        c.num_sge = i + 1;
+    }
+    if c.num_sge != w.num_sge as usize {
+        c.num_sge = 0;
+    }
+    *consumer = consumer.wrapping_add(1);
+    ring.set_consumer(*consumer);
+    Ok(Some(c))
+}
+
+impl RecvCopy {
+    fn total(&self) -> u64 {
+        self.sges[..self.num_sge].iter().map(|s| u64::from(s.length)).sum()
+    }
+
+    /// Scatters `data` at message offset `off` into the SGEs.
+    fn scatter(&self, dev: &Device<Roxe>, pd: usize, off: u64, data: &[u8]) -> core::result::Result<(), WcStatus> {
+        let sges = self.sges[..self.num_sge].iter().map(|s| Ok(*s));
+        for_pieces(sges, off, data.len(), |va, lkey, r| {
+            let src = &data[r];
+            // CAST: a piece is at most an SGE length.
+            mr::with_key(dev.data(), lkey, pd, |m| m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src))
+        })
+    }
+}
+
+/// Splits message bytes `off..off + len` over the SGEs `sges` and calls
+/// `f(address, lkey, range in the message piece)` for each part, in order.
+/// Fails with `LocLenErr` if the SGEs are too short and `LocProtErr` where
+/// `f` reports a key error.
+fn for_pieces(
+    sges: impl Iterator<Item = core::result::Result<Sge, WcStatus>>,
+    mut off: u64,
+    len: usize,
+    mut f: impl FnMut(u64, u32, core::ops::Range<usize>) -> core::result::Result<(), KeyError>,
+) -> core::result::Result<(), WcStatus> {
+    let mut done = 0usize;
+    for s in sges {
+        if done == len {
+            break;
+        }
+        let s = s?;
+        let sl = u64::from(s.length);
+        if off >= sl {
+            off -= sl;
+            continue;
+        }
+        // CAST: below the SGE length, a u32.
+        let n = ((sl - off) as usize).min(len - done);
+        let va = s.addr.checked_add(off).ok_or(WcStatus::LocProtErr)?;
+        f(va, s.lkey, done..done + n).map_err(|_| WcStatus::LocProtErr)?;
+        done += n;
+        off = 0;
+    }
+    if done == len {
+        Ok(())
+    } else {
+        Err(WcStatus::LocLenErr)
+    }
+}
+
+/// The SGEs of send WQE `idx`, read from the ring one at a time.
+fn send_sges<'a>(
+    this: &'a RoxeQp,
+    idx: u32,
+    w: &SendWqe,
+) -> impl Iterator<Item = core::result::Result<Sge, WcStatus>> + 'a {
+    (0..w.num_sge.min(MAX_SGE)).map(move |i| {
+        this.sq
+            .read_at(idx, SEND_WQE_HEADER as usize + i as usize * SGE_SIZE as usize)
+            .ok_or(WcStatus::LocLenErr)
+    })
+}
+
+fn wire(t: QpType) -> Wire {
+    match t {
+        QpType::Rc => Wire::Rc,
+        QpType::Uc => Wire::Uc,
+        QpType::Ud | QpType::Gsi => Wire::Ud,
+    }
+}
+
+/// The length of a send WQE's message, checked.
+fn msg_len(this: &RoxeQp, idx: u32, w: &SendWqe) -> core::result::Result<u32, WcStatus> {
+    let total = if w.send_flags & SEND_INLINE != 0 {
+        u64::from(w.inline_len)
+    } else {
+        let mut t = 0u64;
+        for s in send_sges(this, idx, w) {
+            t += u64::from(s?.length);
+        }
+        t
+    };
+    if total > MAX_MSG {
+        return Err(WcStatus::LocLenErr);
+    }
+    // CAST: at most 2^31.
+    Ok(total as u32)
+}
+
+/// Copies `dst.len()` bytes of the message of send WQE `idx`, from message
+/// offset `off`, into `dst`.
+fn gather(qp: &Qp<Roxe>, idx: u32, w: &SendWqe, off: u32, dst: &mut [u8]) -> core::result::Result<(), WcStatus> {
+    let this = qp.data();
+    if w.send_flags & SEND_INLINE != 0 {
+        return this.sq.read_bytes(idx, SEND_WQE_HEADER as usize + off as usize, dst).ok_or(WcStatus::LocLenErr);
+    }
+    let (dev, pd) = (qp.device().data(), qp.pd_id());
+    let len = dst.len();
+    for_pieces(send_sges(this, idx, w), u64::from(off), len, |va, lkey, r| {
+        let out = &mut dst[r];
+        // CAST: a piece is at most an SGE length.
+        mr::with_key(dev, lkey, pd, |m| m.read(m.check(va, out.len() as u32, 0)?, out))
+    })
+}
+
+fn send_cqe(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp, status: WcStatus, byte_len: u32) -> Cqe {
+    Cqe {
+        wr_id: w.wr_id,
+        status: status as u32,
+        opcode: op.completion() as u32,
+        byte_len,
+        qp_num: qp.qp_num(),
+        port_num: PORT as u8,
+        ..Cqe::default()
+    }
+}
+
+fn signaled(this: &RoxeQp, w: &SendWqe) -> bool {
+    this.sig_all || w.send_flags & SEND_SIGNALED != 0
+}
+
+/// Completes send WQE `idx` (the oldest) and retires it.
+fn complete_send(qp: &Qp<Roxe>, st: &mut QpState, w: &SendWqe, op: SendOp, status: WcStatus, byte_len: u32) {
+    let this = qp.data();
+    if status != WcStatus::Success || signaled(this, w) {
+        if let Some(scq) = qp.send_cq() {
+            let _ = cq::push(scq, send_cqe(qp, w, op, status, byte_len), false);
+        }
+    }
+    st.sq_consumer = st.sq_consumer.wrapping_add(1);
+    st.sq_checked = st.sq_checked.saturating_sub(1);
+    this.sq.set_consumer(st.sq_consumer);
+}
+
+/// Moves the QP to ERR after a failed WQE and flushes the rest.
+fn fail(qp: &Qp<Roxe>, st: &mut QpState, w: &SendWqe, op: SendOp, status: WcStatus) {
+    // Everything before the failed WQE was completed; the failed one is the
+    // oldest outstanding.
+    complete_send(qp, st, w, op, status, 0);
+    st.attr.state = State::Err;
+    crate::qp::flush_all(qp, st);
+}
+
+/// Sends what is waiting in the SQ. Called with the state lock held, in RTS.
+/// Datagrams need the device's netdev to route; the caller looks it up
+/// before taking the lock (the core's netdev lock is not softirq-safe).
+/// Without it, only connected QPs with a resolved path send.
+pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>) {
+    let this = qp.data();
+    let t = wire(this.qp_type);
+    send_loop(qp, st, ndev, t);
+    if t == Wire::Rc {
+        arm_retry(qp, st);
+    }
+}
+
+fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire) {
+    let this = qp.data();
+    loop {
+        // After an RNR NAK nothing is sent until the timer says so.
+        if st.attr.state != State::Rts || st.rnr_wait {
+            return;
+        }
+        let prod = this.sq.producer();
+        let Ok(used) = this.sq.geometry().used(prod, st.sq_consumer) else { return };
+        let in_flight = st.sq_sent.wrapping_sub(st.sq_consumer);
+        // Only what a doorbell checked is sent.
+        if in_flight >= used.min(st.sq_checked) {
+            return;
+        }
+        let idx = st.sq_sent;
+        let w = this.sq.read(idx);
+        let Some(op) = SendOp::from_raw(w.opcode).filter(|o| o.allowed_on(crate::qp::transport(this.qp_type))) else {
+            if in_flight == 0 {
+                fail(qp, st, &w, SendOp::Send, WcStatus::LocQpOpErr);
+            }
+            return;
+        };
+        if t == Wire::Rc && in_flight != 0 && st.wqe_is_read(st.sq_consumer) && w.send_flags & 1 != 0 {
+            // IBV_SEND_FENCE: wait for outstanding reads.
+            return;
+        }
+        let res = match t {
+            Wire::Ud => match ndev {
+                Some(nd) => send_ud(qp, st, idx, &w, op, nd),
+                None => return,
+            },
+            _ => send_connected(qp, st, idx, &w, op, t),
+        };
+        match res {
+            Ok(len) => {
+                if t == Wire::Rc {
+                    st.sq_sent = st.sq_sent.wrapping_add(1);
+                } else {
+                    // Unreliable: complete once sent.
+                    st.sq_sent = st.sq_sent.wrapping_add(1);
+                    complete_send(qp, st, &w, op, WcStatus::Success, len);
+                }
+            }
+            Err(status) => {
+                if in_flight == 0 {
+                    fail(qp, st, &w, op, status);
+                } else {
+                    // Complete in order: the bad WQE fails once the ones
+                    // before it are done.
+                    st.sq_blocked = Some(status);
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn send_ud(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    idx: u32,
+    w: &SendWqe,
+    op: SendOp,
+    ndev: &NetDevice,
+) -> core::result::Result<u32, WcStatus> {
+    let dev = qp.device();
+    let len = msg_len(qp.data(), idx, w)?;
+    let ah = dev
+        .data()
+        .ah_table
+        .with(w.ah_num, |a| (a.sgid, a.dgid, a.traffic_class, a.hop_limit, a.flow_label))
+        .ok_or(WcStatus::LocQpOpErr)?;
+    let Ok(path) = Path::resolve(ndev, ah.0, ah.1, ah.2, ah.3, ah.4) else {
+        // No route: the datagram is lost, as on a wire.
+        return Ok(len);
+    };
+    if len > path.mtu() {
+        return Err(WcStatus::LocLenErr);
+    }
+    let opcode = seg::request_opcode(Wire::Ud, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
+    let qkey = if w.remote_qkey & QKEY_FROM_QP != 0 { st.attr.qkey } else { w.remote_qkey };
+    let mut bth = Bth::new(opcode, DEFAULT_PKEY, w.remote_qpn & headers::QPN_MASK, st.npsn);
+    bth.se = w.send_flags & SEND_SOLICITED != 0;
+    bth.pad = headers::pad_len(len as usize);
+    st.npsn = st.npsn.next();
+    let ext = Ext {
+        deth: Some(Deth { qkey, src_qpn: qp.qp_num() }),
+        immdt: opcode.has_immediate().then_some(ImmDt(u32::from_be(w.imm_data))),
+        ..Ext::default()
+    };
+    let sport = udp::source_port(qp.qp_num(), w.remote_qpn);
+    let mut err = None;
+    let _ = path.send(sport, &bth, &ext, len as usize, |buf| match gather(qp, idx, w, 0, buf) {
+        Ok(()) => true,
+        Err(e) => {
+            err = Some(e);
+            false
+        }
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(len),
+    }
+}
+
+fn send_connected(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    idx: u32,
+    w: &SendWqe,
+    op: SendOp,
+    t: Wire,
+) -> core::result::Result<u32, WcStatus> {
+    let len = msg_len(qp.data(), idx, w)?;
+    let Some(path) = st.path.as_ref() else { return Err(WcStatus::LocQpOpErr) };
+    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes).min(path.mtu());
+    let n = seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)?;
+    let first = st.npsn;
+    let dqpn = st.attr.dest_qp_num;
+    let sport = udp::source_port(qp.qp_num(), dqpn);
+    if op == SendOp::RdmaRead {
+        let mut bth = Bth::new(Opcode::RcRdmaReadRequest, DEFAULT_PKEY, dqpn, first);
+        bth.ack_req = true;
+        let ext = Ext { reth: Some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }), ..Ext::default() };
+        let _ = path.send(sport, &bth, &ext, 0, |_| true);
+        st.npsn = first.wrapping_add(n);
+        st.set_wqe_psn(idx, first, st.npsn.wrapping_sub(1), true);
+        return Ok(len);
+    }
+    let imm = ImmDt(u32::from_be(w.imm_data));
+    for i in 0..n {
+        let pos = seg::position(i, n);
+        let opcode = seg::request_opcode(t, op, pos).ok_or(WcStatus::LocQpOpErr)?;
+        let off = i * mtu;
+        let plen = (len - off).min(mtu);
+        let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.npsn);
+        bth.pad = headers::pad_len(plen as usize);
+        if pos.ends_message() {
+            bth.se = w.send_flags & SEND_SOLICITED != 0;
+            bth.ack_req = t == Wire::Rc;
+        }
+        let ext = Ext {
+            reth: (opcode.operation() == Operation::RdmaWrite && pos.starts_message())
+                .then_some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }),
+            immdt: opcode.has_immediate().then_some(imm),
+            ieth: opcode.has_invalidate().then_some(headers::Ieth { rkey: w.imm_data }),
+            ..Ext::default()
+        };
+        let mut err = None;
+        let _ = path.send(sport, &bth, &ext, plen as usize, |buf| match gather(qp, idx, w, off, buf) {
+            Ok(()) => true,
+            Err(e) => {
+                err = Some(e);
+                false
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        st.npsn = st.npsn.next();
+    }
+    st.set_wqe_psn(idx, first, st.npsn.wrapping_sub(1), false);
+    Ok(len)
+}
+
+/// What the receive hook learnt about a packet besides its RoCE part.
+pub(crate) struct Meta<'a> {
+    /// The IP header as received.
+    pub(crate) ip: &'a [u8],
+}
+
+/// Handles a verified packet for QP `qp`.
+pub(crate) fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Result<(), Drop> {
+    let this = qp.data();
+    let mut st = this.state.lock();
+    if wire(this.qp_type) != pkt.opcode.transport() {
+        return Err(Drop::Transport);
+    }
+    if !matches!(st.attr.state, State::Rtr | State::Rts | State::Sqd | State::Sqe) {
+        return Err(Drop::State);
+    }
+    if pkt.opcode.is_response() {
+        return complete(qp, &mut st, pkt);
+    }
+    match this.qp_type {
+        QpType::Ud | QpType::Gsi => recv_ud(qp, &mut st, pkt, meta),
+        _ => respond(qp, &mut st, pkt),
+    }
+}
+
+/// Why a packet that parsed was dropped (each has a counter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drop {
+    /// The opcode's transport is not the QP's.
+    Transport,
+    /// The QP is not in a state that receives.
+    State,
+    /// A UD packet with the wrong Q_Key.
+    Qkey,
+    /// Out of sequence.
+    Psn,
+    /// No receive WQE was posted.
+    NoRecv,
+    /// A bad R_Key, access or range.
+    Key,
+    /// A response nothing waits for.
+    Unexpected,
+}
+
+impl Drop {
+    /// All reasons, in counter order.
+    pub(crate) const ALL: [Drop; 7] =
+        [Drop::Transport, Drop::State, Drop::Qkey, Drop::Psn, Drop::NoRecv, Drop::Key, Drop::Unexpected];
+
+    /// The counter name.
+    pub(crate) fn name(self) -> &'static CStr {
+        match self {
+            Drop::Transport => c_str!("rx_drop_transport"),
+            Drop::State => c_str!("rx_drop_qp_state"),
+            Drop::Qkey => c_str!("rx_drop_qkey"),
+            Drop::Psn => c_str!("rx_drop_psn"),
+            Drop::NoRecv => c_str!("rx_drop_no_recv"),
+            Drop::Key => c_str!("rx_drop_key"),
+            Drop::Unexpected => c_str!("rx_drop_unexpected"),
+        }
+    }
+}
+
+/// Takes the next receive WQE from the QP's RQ or SRQ.
+fn pop_recv(qp: &Qp<Roxe>, st: &mut QpState) -> Option<RecvCopy> {
+    let this = qp.data();
+    match (&this.rq, qp.srq()) {
+        (Some(rq), _) => take_recv(rq, &mut st.rq_consumer).ok().flatten(),
+        (None, Some(srq)) => crate::srq::pop(srq),
+        (None, None) => None,
+    }
+}
+
+fn recv_cqe(qp: &Qp<Roxe>, wr_id: u64, op: WcOp, status: WcStatus, byte_len: u32) -> Cqe {
+    Cqe {
+        wr_id,
+        status: status as u32,
+        opcode: op as u32,
+        byte_len,
+        qp_num: qp.qp_num(),
+        port_num: PORT as u8,
+        ..Cqe::default()
+    }
+}
+
+fn push_recv(qp: &Qp<Roxe>, cqe: Cqe, solicited: bool) {
+    if let Some(rcq) = qp.recv_cq() {
+        let _ = cq::push(rcq, cqe, solicited);
+    }
+}
+
+fn recv_ud(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Result<(), Drop> {
+    let deth = pkt.ext.deth.ok_or(Drop::Transport)?;
+    // QP1 takes any Q_Key's datagrams only with the GSI Q_Key.
+    if deth.qkey != st.attr.qkey {
+        return Err(Drop::Qkey);
+    }
+    let grh = match meta.ip.first().map(|b| b >> 4) {
+        Some(4) => ip::grh_from_ipv4(meta.ip),
+        Some(6) => ip::grh_from_ipv6(meta.ip),
+        _ => None,
+    }
+    .ok_or(Drop::Transport)?;
+    let r = pop_recv(qp, st).ok_or(Drop::NoRecv)?;
+    let pd = qp.pd_id();
+    let dev = qp.device();
+    // CAST: a UD payload is at most one MTU.
+    let byte_len = (grh.len() + pkt.payload.len()) as u32;
+    let res = if u64::from(byte_len) > r.total() {
+        Err(WcStatus::LocLenErr)
+    } else {
+        r.scatter(dev, pd, 0, &grh).and_then(|()| r.scatter(dev, pd, grh.len() as u64, pkt.payload))
+    };
+    let mut cqe = recv_cqe(qp, r.wr_id, WcOp::Recv, res.err().unwrap_or(WcStatus::Success), byte_len);
+    cqe.src_qp = deth.src_qpn;
+    cqe.wc_flags = WC_GRH;
+    if let Some(imm) = pkt.ext.immdt {
+        cqe.wc_flags |= WC_WITH_IMM;
+        cqe.imm_data = imm.0.to_be();
+    }
+    push_recv(qp, cqe, pkt.bth.se);
+    Ok(())
+}
+
+/// Sends an ACK or NAK for `psn`.
+fn send_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, syndrome: Syndrome) {
+    let Some(path) = st.path.as_ref() else { return };
+    let bth = Bth::new(Opcode::RcAcknowledge, DEFAULT_PKEY, st.attr.dest_qp_num, psn);
+    let ext = Ext { aeth: Some(Aeth { syndrome: syndrome.to_u8(), msn: st.msn }), ..Ext::default() };
+    let _ = path.send(udp::source_port(qp.qp_num(), st.attr.dest_qp_num), &bth, &ext, 0, |_| true);
+}
+
+fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
+    let rc = qp.data().qp_type == QpType::Rc;
+    let psn = pkt.bth.psn;
+    let pos = pkt.opcode.position();
+    if psn != st.epsn {
+        if !rc {
+            // UC: a gap loses the message in progress; a new one may start.
+            st.recv = None;
+            st.wctx = None;
+            if !pos.starts_message() {
+                st.epsn = psn.next();
+                return Err(Drop::Psn);
+            }
+        } else if psn.diff(st.epsn) < 0 {
+            // A duplicate: answer it again (reads are re-executed, which
+            // only reads memory).
+            if pkt.opcode == Opcode::RcRdmaReadRequest {
+                let _ = read_response(qp, st, pkt);
+            } else {
+                send_ack(qp, st, st.epsn.wrapping_sub(1), Syndrome::ACK);
+            }
+            return Err(Drop::Psn);
+        } else {
+            if !st.nak_sent {
+                st.nak_sent = true;
+                send_ack(qp, st, st.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+            }
+            return Err(Drop::Psn);
+        }
+    }
+    st.nak_sent = false;
+    let op = pkt.opcode.operation();
+    let access = st.attr.access_flags;
+    let result = match op {
+        Operation::Send => recv_send(qp, st, pkt),
+        Operation::RdmaWrite => recv_write(qp, st, pkt, access),
+        Operation::RdmaReadRequest if rc => {
+            if access & REMOTE_READ == 0 {
+                Err(Nak::Access)
+            } else {
+                return read_response(qp, st, pkt).map_err(|n| {
+                    nak(qp, st, psn, n);
+                    Drop::Key
+                });
+            }
+        }
+        _ => Err(Nak::Invalid),
+    };
+    match result {
+        Ok(()) => {
+            st.epsn = psn.next();
+            if pos.ends_message() {
+                st.msn = (st.msn + 1) & 0x00ff_ffff;
+            }
+            if rc && pkt.bth.ack_req {
+                send_ack(qp, st, psn, Syndrome::ACK);
+            }
+            Ok(())
+        }
+        Err(Nak::Rnr) => {
+            if let (true, Some(t)) = (rc, crate::proto::aeth::RnrTimer::from_code(st.attr.min_rnr_timer)) {
+                send_ack(qp, st, psn, Syndrome::RnrNak(t));
+            }
+            Err(Drop::NoRecv)
+        }
+        Err(n) => {
+            if rc {
+                nak(qp, st, psn, n);
+            }
+            Err(Drop::Key)
+        }
+    }
+}
+
+/// Why the responder refuses a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Nak {
+    /// No receive WQE: RNR NAK.
+    Rnr,
+    /// Invalid request (bad opcode sequence, too long).
+    Invalid,
+    /// Remote access error (key, rights, bounds).
+    Access,
+    /// Remote operational error (the local write failed).
+    Operational,
+}
+
+/// NAKs `psn` with `n` and, as the standard says for these errors, leaves
+/// the message in progress.
+fn nak(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn, n: Nak) {
+    let code = match n {
+        Nak::Invalid | Nak::Rnr => NakCode::InvalidRequest,
+        Nak::Access => NakCode::RemoteAccessError,
+        Nak::Operational => NakCode::RemoteOperationalError,
+    };
+    send_ack(qp, st, psn, Syndrome::Nak(code));
+    st.recv = None;
+    st.wctx = None;
+}
+
+/// A SEND packet: the payload goes to the receive WQE the first packet took.
+fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
+    let pos = pkt.opcode.position();
+    if pos.starts_message() {
+        if st.recv.is_some() {
+            return Err(Nak::Invalid);
+        }
+        let r = pop_recv(qp, st).ok_or(Nak::Rnr)?;
+        st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0, status: WcStatus::Success });
+    } else if st.recv.is_none() {
+        return Err(Nak::Invalid);
+    }
+    let dev = qp.device();
+    let pd = qp.pd_id();
+    let Some(p) = st.recv.as_mut() else { return Err(Nak::Invalid) };
+    if p.status == WcStatus::Success {
+        if let Err(e) = p.wqe.scatter(dev, pd, p.off, pkt.payload) {
+            p.status = e;
+        }
+    }
+    p.off += pkt.payload.len() as u64;
+    if !pos.ends_message() {
+        return Ok(());
+    }
+    let Some(p) = st.recv.take() else { return Err(Nak::Invalid) };
+    // CAST: messages are at most 2 GiB.
+    let mut cqe = recv_cqe(qp, p.wqe.wr_id, WcOp::Recv, p.status, p.off as u32);
+    cqe.src_qp = st.attr.dest_qp_num;
+    if let Some(imm) = pkt.ext.immdt {
+        cqe.wc_flags |= WC_WITH_IMM;
+        cqe.imm_data = imm.0.to_be();
+    }
+    push_recv(qp, cqe, pkt.bth.se);
+    match p.status {
+        WcStatus::Success => Ok(()),
+        WcStatus::LocLenErr => Err(Nak::Invalid),
+        _ => Err(Nak::Operational),
+    }
+}
+
+/// An RDMA WRITE packet: the first names the target, each writes its part.
+fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) -> core::result::Result<(), Nak> {
+    let pos = pkt.opcode.position();
+    if pos.starts_message() {
+        if st.wctx.is_some() {
+            return Err(Nak::Invalid);
+        }
+        let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
+        if access & REMOTE_WRITE == 0 {
+            return Err(Nak::Access);
+        }
+        if reth.dma_len != 0 {
+            mr::with_key(qp.device().data(), reth.rkey, qp.pd_id(), |m| m.check(reth.va, reth.dma_len, REMOTE_WRITE))
+                .map_err(|_| Nak::Access)?;
+        }
+        st.wctx = Some(crate::qp::WriteProgress { rkey: reth.rkey, va: reth.va, len: reth.dma_len, off: 0 });
+    }
+    let Some(w) = st.wctx.as_mut() else { return Err(Nak::Invalid) };
+    // CAST: a payload is at most one MTU.
+    let n = pkt.payload.len() as u32;
+    if w.off.checked_add(n).is_none_or(|end| end > w.len) {
+        st.wctx = None;
+        return Err(Nak::Invalid);
+    }
+    if n != 0 {
+        let va = w.va + u64::from(w.off);
+        mr::with_key(qp.device().data(), w.rkey, qp.pd_id(), |m| {
+            let o = m.check(va, n, REMOTE_WRITE)?;
+            m.write(o, pkt.payload)
+        })
+        .map_err(|_: KeyError| Nak::Access)?;
+    }
+    w.off += n;
+    if !pos.ends_message() {
+        return Ok(());
+    }
+    let Some(w) = st.wctx.take() else { return Err(Nak::Invalid) };
+    if let Some(imm) = pkt.ext.immdt {
+        // Write with immediate consumes a receive WQE, with no data.
+        let r = pop_recv(qp, st).ok_or(Nak::Rnr)?;
+        let mut cqe = recv_cqe(qp, r.wr_id, WcOp::RecvRdmaImm, WcStatus::Success, w.len);
+        cqe.src_qp = st.attr.dest_qp_num;
+        cqe.wc_flags = WC_WITH_IMM;
+        cqe.imm_data = imm.0.to_be();
+        push_recv(qp, cqe, pkt.bth.se);
+    }
+    Ok(())
+}
+
+/// Answers an RDMA READ request with response packets.
+fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
+    let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
+    let Some(path) = st.path.as_ref() else { return Err(Nak::Invalid) };
+    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes).min(path.mtu());
+    let n = seg::packet_count(reth.dma_len, mtu).ok_or(Nak::Invalid)?;
+    let dev = qp.device().data();
+    let pd = qp.pd_id();
+    if reth.dma_len != 0 {
+        mr::with_key(dev, reth.rkey, pd, |m| m.check(reth.va, reth.dma_len, REMOTE_READ)).map_err(|_| Nak::Access)?;
+    }
+    let msn = if pkt.bth.psn == st.epsn { (st.msn + 1) & 0x00ff_ffff } else { st.msn };
+    let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
+    for i in 0..n {
+        let pos = seg::position(i, n);
+        let opcode = seg::read_response_opcode(pos);
+        let off = i * mtu;
+        let plen = (reth.dma_len - off).min(mtu);
+        let mut bth = Bth::new(opcode, DEFAULT_PKEY, st.attr.dest_qp_num, pkt.bth.psn.wrapping_add(i));
+        bth.pad = headers::pad_len(plen as usize);
+        let ext = Ext {
+            aeth: (pos != Position::Middle).then_some(Aeth { syndrome: Syndrome::ACK.to_u8(), msn }),
+            ..Ext::default()
+        };
+        let va = reth.va + u64::from(off);
+        let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
+            buf.is_empty()
+                || mr::with_key(dev, reth.rkey, pd, |m| {
+                    let o = m.check(va, plen, REMOTE_READ)?;
+                    m.read(o, buf)
+                })
+                .is_ok()
+        });
+    }
+    if pkt.bth.psn == st.epsn {
+        st.epsn = pkt.bth.psn.wrapping_add(n);
+        st.msn = msn;
+    }
+    Ok(())
+}
+
+/// The completer: ACKs, NAKs and read responses for the requester.
+fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
+    let this = qp.data();
+    if this.qp_type != QpType::Rc {
+        return Err(Drop::Transport);
+    }
+    let psn = pkt.bth.psn;
+    if pkt.opcode.operation() == Operation::RdmaReadResponse {
+        // The oldest unfinished WQE must be a read whose range holds `psn`.
+        ack_before_read(qp, st);
+        if st.sq_sent == st.sq_consumer {
+            return Err(Drop::Unexpected);
+        }
+        let idx = st.sq_consumer;
+        let (first, last, is_read) = st.wqe_psn(idx);
+        if !is_read || !psn.in_range(first, last.next()) {
+            return Err(Drop::Unexpected);
+        }
+        let i = first.distance(psn);
+        if i != st.read_next {
+            // A gap: ask again from the start of the read.
+            if i > st.read_next {
+                go_back(st);
+                send_pending(qp, st, None);
+            }
+            return Err(Drop::Psn);
+        }
+        let w = this.sq.read(idx);
+        let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes);
+        let mtu = st.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()));
+        let off = i.saturating_mul(mtu);
+        let status = scatter_read(qp, idx, &w, off, pkt.payload);
+        st.read_next += 1;
+        if let Err(e) = status {
+            st.read_next = 0;
+            fail(qp, st, &w, SendOp::RdmaRead, e);
+            return Ok(());
+        }
+        if psn == last {
+            st.read_next = 0;
+            // CAST: messages are at most 2 GiB.
+            let len = msg_len(this, idx, &w).unwrap_or(0);
+            complete_send(qp, st, &w, SendOp::RdmaRead, WcStatus::Success, len);
+            ack_up_to(qp, st, psn);
+            send_pending(qp, st, None);
+        }
+        return Ok(());
+    }
+    let aeth = pkt.ext.aeth.ok_or(Drop::Unexpected)?;
+    match Syndrome::from_u8(aeth.syndrome) {
+        Some(Syndrome::Ack(_)) => {
+            ack_up_to(qp, st, psn);
+            send_pending(qp, st, None);
+            Ok(())
+        }
+        Some(Syndrome::Nak(code)) => {
+            // Everything before the NAKed PSN was done.
+            ack_up_to(qp, st, psn.wrapping_sub(1));
+            if code == NakCode::PsnSequenceError {
+                // Resend from the oldest unacknowledged WQE.
+                go_back(st);
+                send_pending(qp, st, None);
+                return Ok(());
+            }
+            if st.sq_sent == st.sq_consumer {
+                return Err(Drop::Unexpected);
+            }
+            let w = this.sq.read(st.sq_consumer);
+            let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+            let status = match code {
+                NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                _ => WcStatus::RemInvReqErr,
+            };
+            fail(qp, st, &w, op, status);
+            Ok(())
+        }
+        Some(Syndrome::RnrNak(t)) => {
+            ack_up_to(qp, st, psn.wrapping_sub(1));
+            if st.sq_sent == st.sq_consumer {
+                return Err(Drop::Unexpected);
+            }
+            rnr_nak(qp, st, t.usecs());
+            Ok(())
+        }
+        None => Err(Drop::Unexpected),
+    }
+}
+
+/// The local ACK timeout in milliseconds (4.096 us << `timeout`, at least
+/// 10 ms so a slow virtual machine does not retry needlessly), or `None`
+/// for `timeout` 0, which the standard makes infinite.
+fn timeout_ms(st: &QpState) -> Option<u32> {
+    let t = st.attr.timeout.min(31);
+    if t == 0 {
+        return None;
+    }
+    let ms = (4096u64 << t) / 1_000_000;
+    // CAST: clamped to a minute.
+    Some(ms.clamp(10, 60_000) as u32)
+}
+
+/// Starts the retry timer while work waits for acknowledgement.
+fn arm_retry(qp: &Qp<Roxe>, st: &QpState) {
+    if st.sq_sent != st.sq_consumer && !st.rnr_wait {
+        if let Some(ms) = timeout_ms(st) {
+            qp.arm_timer(ms);
+        }
+    }
+}
+
+/// Rewinds the requester to the oldest unacknowledged WQE (go-back-N).
+fn go_back(st: &mut QpState) {
+    if st.sq_sent != st.sq_consumer {
+        let (first, _, _) = st.wqe_psn(st.sq_consumer);
+        st.sq_sent = st.sq_consumer;
+        st.npsn = first;
+        st.read_next = 0;
+    }
+}
+
+/// The QP's timer: a retransmission timeout or the end of an RNR wait.
+pub(crate) fn on_timer(qp: &Qp<Roxe>) {
+    let this = qp.data();
+    if this.qp_type != QpType::Rc {
+        return;
+    }
+    let mut st = this.state.lock();
+    let st = &mut *st;
+    if !matches!(st.attr.state, State::Rts | State::Sqd) || st.sq_sent == st.sq_consumer {
+        st.rnr_wait = false;
+        return;
+    }
+    if st.rnr_wait {
+        st.rnr_wait = false;
+    } else if st.retry_left == 0 {
+        let w = this.sq.read(st.sq_consumer);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+        fail(qp, st, &w, op, WcStatus::RetryExcErr);
+        return;
+    } else {
+        st.retry_left -= 1;
+    }
+    go_back(st);
+    send_pending(qp, st, None);
+}
+
+/// Handles an RNR NAK: wait the time the responder asked for, then resend
+/// from the oldest unacknowledged WQE, `rnr_retry` times (7 is forever).
+fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
+    if st.rnr_left == 0 {
+        let w = qp.data().sq.read(st.sq_consumer);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+        fail(qp, st, &w, op, WcStatus::RnrRetryExcErr);
+        return;
+    }
+    if st.attr.rnr_retry != 7 {
+        st.rnr_left -= 1;
+    }
+    go_back(st);
+    st.rnr_wait = true;
+    qp.arm_timer(usecs.div_ceil(1000).max(1));
+}
+
+/// Completes every sent WQE, up to the first read, whose last PSN is at or
+/// before `psn`.
+fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
+    let before = st.sq_consumer;
+    ack_loop(qp, st, psn);
+    if st.sq_consumer != before {
+        // Progress: the retry budgets start again.
+        st.retry_left = st.attr.retry_cnt;
+        st.rnr_left = st.attr.rnr_retry;
+    }
+}
+
+fn ack_loop(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
+    let this = qp.data();
+    while st.sq_consumer != st.sq_sent {
+        let idx = st.sq_consumer;
+        let (_, last, is_read) = st.wqe_psn(idx);
+        if is_read || psn.diff(last) < 0 {
+            break;
+        }
+        let w = this.sq.read(idx);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+        let len = msg_len(this, idx, &w).unwrap_or(0);
+        complete_send(qp, st, &w, op, WcStatus::Success, len);
+    }
+    if st.sq_consumer == st.sq_sent {
+        if let Some(status) = st.sq_blocked.take() {
+            let w = this.sq.read(st.sq_consumer);
+            let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+            fail(qp, st, &w, op, status);
+        }
+    }
+}
+
+/// A read response implicitly acknowledges the sends before the read.
+fn ack_before_read(qp: &Qp<Roxe>, st: &mut QpState) {
+    while st.sq_consumer != st.sq_sent {
+        let (_, last, is_read) = st.wqe_psn(st.sq_consumer);
+        if is_read {
+            return;
+        }
+        let before = st.sq_consumer;
+        ack_up_to(qp, st, last);
+        if st.sq_consumer == before {
+            return;
+        }
+    }
+}
+
+/// Writes a read response's payload into the local SGEs of read WQE `idx`.
+fn scatter_read(qp: &Qp<Roxe>, idx: u32, w: &SendWqe, off: u32, data: &[u8]) -> core::result::Result<(), WcStatus> {
+    let (dev, pd) = (qp.device().data(), qp.pd_id());
+    for_pieces(send_sges(qp.data(), idx, w), u64::from(off), data.len(), |va, lkey, r| {
+        let src = &data[r];
+        // CAST: a piece is at most an SGE length.
+        mr::with_key(dev, lkey, pd, |m| m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src))
+    })
+}

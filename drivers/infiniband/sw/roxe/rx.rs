@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive hook: finds the device and QP a RoCEv2 datagram is for,
+//! checks it, and hands it to the data path. Every packet that is not
+//! delivered is counted by the reason it was dropped.
+
+use crate::datapath::{self, Meta};
+use crate::device::Roxe;
+use crate::net::skb::{self, RxSkb};
+use crate::net::udp::Receive;
+use crate::proto::headers::{self, ParseError};
+use crate::proto::icrc::{self, Icrc, IpHeader};
+use crate::proto::ip;
+use crate::rdma::device::Device;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::c_str;
+use kernel::prelude::*;
+use kernel::types::ARef;
+
+/// Counters that are not a parse error or a data-path drop.
+#[derive(Clone, Copy)]
+pub(crate) enum Event {
+    /// Packets delivered to a QP.
+    RxDelivered = 0,
+    /// Packets whose ICRC did not match.
+    RxBadIcrc,
+    /// Packets for a QP number that does not exist.
+    RxUnknownQp,
+    /// Packets with an IP header roxe does not take (options, not UDP).
+    RxBadIp,
+    /// Packets the kernel could not make linear.
+    RxNoMemory,
+}
+
+const EVENTS: usize = 5;
+const EVENT_NAMES: [&CStr; EVENTS] =
+    [c_str!("rx_delivered"), c_str!("rx_drop_icrc"), c_str!("rx_drop_unknown_qp"), c_str!("rx_drop_ip"), c_str!("rx_drop_nomem")];
+const PARSE: usize = ParseError::ALL.len();
+const DROPS: usize = datapath::Drop::ALL.len();
+/// How many counters a device has.
+pub(crate) const COUNT: usize = EVENTS + PARSE + DROPS;
+
+/// A device's packet counters.
+pub(crate) struct Counters {
+    c: [AtomicU64; COUNT],
+}
+
+impl Counters {
+    pub(crate) fn new() -> Self {
+        Self { c: [const { AtomicU64::new(0) }; COUNT] }
+    }
+
+    fn bump(&self, i: usize) {
+        if let Some(c) = self.c.get(i) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn event(&self, e: Event) {
+        self.bump(e as usize);
+    }
+
+    fn parse(&self, e: ParseError) {
+        self.bump(EVENTS + e.index());
+    }
+
+    fn drop(&self, d: datapath::Drop) {
+        let i = datapath::Drop::ALL.iter().position(|x| *x == d).unwrap_or(0);
+        self.bump(EVENTS + PARSE + i);
+    }
+
+    /// Calls `f(prefix, name, value)` for every counter, in a fixed order.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&str, &str, u64)) {
+        for (i, c) in self.c.iter().enumerate() {
+            let v = c.load(Ordering::Relaxed);
+            if let Some(n) = EVENT_NAMES.get(i) {
+                f("", n.to_str().unwrap_or("?"), v);
+            } else if let Some(e) = ParseError::ALL.get(i - EVENTS) {
+                f("rx_drop_parse_", e.name(), v);
+            } else if let Some(d) = datapath::Drop::ALL.get(i - EVENTS - PARSE) {
+                f("", d.name().to_str().unwrap_or("?"), v);
+            }
+        }
+    }
+}
+
+/// The tunnel socket's receive handler.
+pub(crate) struct Rx;
+
+/// The roxe device a packet that arrived on its netdev is for. Packets to
+/// a local address loop back through `lo`; those belong to the device of
+/// the netdev that owns the destination address.
+fn device_for(skb: &mut RxSkb) -> Option<ARef<Device<Roxe>>> {
+    if let Some(d) = Device::<Roxe>::get_by_netdev(skb.dev()?) {
+        return Some(d);
+    }
+    let lin = skb.linear().ok()?;
+    let dst = match lin.ip.first().map(|b| b >> 4) {
+        Some(4) => ip::gid_from_ipv4(ip::ipv4_addrs(lin.ip)?.1),
+        Some(6) => ip::ipv6_addrs(lin.ip)?.1,
+        _ => return None,
+    };
+    let ndev = skb.dev()?;
+    let owner = match ip::ipv4_mapped(&dst) {
+        Some(a) => skb::ipv4_dev_find(ndev, a),
+        None => skb::ipv6_dev_find(ndev, dst),
+    }?;
+    Device::<Roxe>::get_by_netdev(&owner)
+}
+
+impl Receive for Rx {
+    fn receive(mut skb: RxSkb) {
+        // Packets for no roxe device are not ours to count.
+        let Some(dev) = device_for(&mut skb) else { return };
+        let c = &dev.data().counters;
+        let Ok(lin) = skb.linear() else {
+            c.event(Event::RxNoMemory);
+            return;
+        };
+        let (ip_hdr, v6) = match lin.ip.first().map(|b| b >> 4) {
+            Some(4) if ip::Ipv4View::new(lin.ip).is_some_and(|v| v.header_len() == ip::IPV4_HDR_LEN) => {
+                (&lin.ip[..ip::IPV4_HDR_LEN], false)
+            }
+            Some(6) if lin.ip.len() >= ip::IPV6_HDR_LEN => (&lin.ip[..ip::IPV6_HDR_LEN], true),
+            _ => {
+                c.event(Event::RxBadIp);
+                return;
+            }
+        };
+        let Some(roce) = lin.udp.get(ip::UDP_HDR_LEN..) else {
+            c.event(Event::RxBadIp);
+            return;
+        };
+        let pkt = match headers::parse(roce) {
+            Ok(p) => p,
+            Err(e) => {
+                c.parse(e);
+                return;
+            }
+        };
+        let body = lin.udp.len() - icrc::LEN;
+        let mut crc = Icrc::new(if v6 { IpHeader::V6(ip_hdr) } else { IpHeader::V4(ip_hdr) });
+        crc.update(&lin.udp[..body]);
+        if crc.finish() != pkt.icrc {
+            c.event(Event::RxBadIcrc);
+            return;
+        }
+        let meta = Meta { ip: ip_hdr };
+        let res = dev.data().qp_index.with(pkt.bth.dest_qpn, |qp| datapath::receive(qp, &pkt, &meta));
+        match res {
+            None => c.event(Event::RxUnknownQp),
+            Some(Err(d)) => c.drop(d),
+            Some(Ok(())) => {
+                c.event(Event::RxDelivered);
+                drop(dev);
+                skb.consume();
+            }
+        }
+    }
+}

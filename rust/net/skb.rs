@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Socket buffers: received RoCEv2 datagrams, and packets being sent.
+
+use super::device::NetDevice;
+use crate::bindings;
+use core::ptr::NonNull;
+use kernel::error::{code::*, Result};
+use kernel::types::ARef;
+
+/// A received UDP datagram, owned; freed (as dropped) when this is dropped
+/// unless [`RxSkb::consume`] says it was used.
+///
+/// # Invariants
+///
+/// `raw` is an skb this value owns one reference to, whose network and
+/// transport headers point at its IP and UDP headers.
+pub(crate) struct RxSkb {
+    raw: NonNull<bindings::sk_buff>,
+}
+
+/// The bytes of a received packet, once made linear.
+pub(crate) struct Linear<'a> {
+    /// The IP header and everything after it.
+    pub(crate) ip: &'a [u8],
+    /// The UDP header and everything after it (the UDP layer trimmed the
+    /// packet to the UDP length).
+    pub(crate) udp: &'a [u8],
+}
+
+impl RxSkb {
+    /// Takes ownership of a received skb.
+    ///
+    /// # Safety
+    ///
+    /// The caller hands over a reference to `raw`, a valid skb whose
+    /// network and transport headers are set.
+    pub(crate) unsafe fn from_raw(raw: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: as the caller guarantees.
+        Self { raw }
+    }
+
+    /// The device the packet arrived on.
+    pub(crate) fn dev(&self) -> Option<&NetDevice> {
+        // SAFETY: The skb is valid; a received skb holds its device alive
+        // while it is being processed.
+        let dev = unsafe { bindings::roxe_skb_dev(self.raw.as_ptr()) };
+        // SAFETY: As above, the device outlives this borrow of the skb.
+        (!dev.is_null()).then(|| unsafe { NetDevice::from_raw(dev) })
+    }
+
+    /// Makes the packet linear and returns its bytes from the IP header on.
+    pub(crate) fn linear(&mut self) -> Result<Linear<'_>> {
+        let (mut ip, mut ip_len) = (core::ptr::null(), 0u32);
+        let (mut udp, mut udp_len) = (core::ptr::null(), 0u32);
+        // SAFETY: The skb is owned (so no one else changes it), and the
+        // out-pointers are valid.
+        kernel::error::to_result(unsafe {
+            bindings::roxe_skb_linear_udp(self.raw.as_ptr(), &mut ip, &mut ip_len, &mut udp, &mut udp_len)
+        })?;
+        if ip.is_null() || udp.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The helper pointed both at the skb's now linear data,
+        // `*_len` bytes each up to its tail, which stays unchanged while
+        // `self` is borrowed.
+        unsafe {
+            Ok(Linear {
+                ip: core::slice::from_raw_parts(ip, ip_len as usize),
+                udp: core::slice::from_raw_parts(udp, udp_len as usize),
+            })
+        }
+    }
+
+    /// Frees the packet as used (not dropped).
+    pub(crate) fn consume(self) {
+        let raw = self.raw;
+        core::mem::forget(self);
+        // SAFETY: We own the reference (and forgot `self`, so it is not
+        // released twice).
+        unsafe { bindings::roxe_skb_consume(raw.as_ptr()) };
+    }
+}
+
+impl Drop for RxSkb {
+    fn drop(&mut self) {
+        // SAFETY: We own the reference.
+        unsafe { bindings::roxe_skb_free(self.raw.as_ptr()) };
+    }
+}
+
+/// Finds the local device that owns IPv4 address `addr` in the namespace of
+/// `via` (for packets that looped back through `lo`).
+pub(crate) fn ipv4_dev_find(via: &NetDevice, addr: [u8; 4]) -> Option<ARef<NetDevice>> {
+    // SAFETY: `via` is valid; the helper returns a held device or NULL.
+    let d = unsafe { bindings::roxe_ip4_dev_find(via.as_raw(), u32::from_ne_bytes(addr)) };
+    // SAFETY: A non-NULL result carries a reference that we take over.
+    NonNull::new(d).map(|d| unsafe { ARef::from_raw(d.cast::<NetDevice>()) })
+}
+
+/// As [`ipv4_dev_find`], for an IPv6 address.
+pub(crate) fn ipv6_dev_find(via: &NetDevice, addr: [u8; 16]) -> Option<ARef<NetDevice>> {
+    let a = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: addr } };
+    // SAFETY: `via` and `a` are valid; the helper returns a held device or NULL.
+    let d = unsafe { bindings::roxe_ip6_dev_find(via.as_raw(), &a) };
+    // SAFETY: A non-NULL result carries a reference that we take over.
+    NonNull::new(d).map(|d| unsafe { ARef::from_raw(d.cast::<NetDevice>()) })
+}
+
+/// `ENETUNREACH`, which `kernel::error::code` does not name.
+fn enetunreach() -> kernel::error::Error {
+    // CAST: a small errno constant.
+    kernel::error::Error::from_errno(-(kernel::bindings::ENETUNREACH as i32))
+}
+
+/// A route to a destination, holding a reference on its `dst_entry`.
+///
+/// # Invariants
+///
+/// `dst` is a route this value holds one reference to.
+pub(crate) struct Route {
+    dst: NonNull<bindings::dst_entry>,
+    ipv6: bool,
+}
+
+// SAFETY: Routes are reference counted and may be used and released from
+// any context.
+unsafe impl Send for Route {}
+// SAFETY: As above; `&Route` only reads.
+unsafe impl Sync for Route {}
+
+impl Route {
+    /// Looks up the IPv4 route out of `dev` from `src` to `dst`.
+    pub(crate) fn ipv4(dev: &NetDevice, src: [u8; 4], dst: [u8; 4]) -> Result<Self> {
+        // SAFETY: `dev` is valid; the helper returns a referenced route or NULL.
+        let d = unsafe { bindings::roxe_route4(dev.as_raw(), u32::from_ne_bytes(src), u32::from_ne_bytes(dst)) };
+        // INVARIANT: a non-NULL result carries a reference.
+        Ok(Self { dst: NonNull::new(d).ok_or_else(enetunreach)?, ipv6: false })
+    }
+
+    /// Looks up the IPv6 route out of `dev` from `src` to `dst`.
+    pub(crate) fn ipv6(dev: &NetDevice, src: [u8; 16], dst: [u8; 16]) -> Result<Self> {
+        let s = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: src } };
+        let t = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: dst } };
+        // SAFETY: All pointers are valid for the call.
+        let d = unsafe { bindings::roxe_route6(dev.as_raw(), &s, &t) };
+        // INVARIANT: a non-NULL result carries a reference.
+        Ok(Self { dst: NonNull::new(d).ok_or_else(enetunreach)?, ipv6: true })
+    }
+
+    /// Whether this route carries IPv6.
+    pub(crate) fn is_ipv6(&self) -> bool {
+        self.ipv6
+    }
+
+    /// The path MTU of the route.
+    pub(crate) fn mtu(&self) -> u32 {
+        // SAFETY: We hold a reference on the route.
+        unsafe { bindings::roxe_dst_mtu(self.dst.as_ptr()) }
+    }
+
+    /// Allocates a packet of `len` bytes from the IP header on and lets `fill`
+    /// write all of it, then sends it; `fill` returns `false` to drop the
+    /// packet instead (`EIO`). Fails with `ENOMEM` when no memory is left, or
+    /// with what the IP layer returns.
+    pub(crate) fn send(&self, len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> Result {
+        let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
+        let mut data: *mut u8 = core::ptr::null_mut();
+        // SAFETY: We hold a reference on the route; `data` is a valid out-pointer.
+        let skb = unsafe { bindings::roxe_tx_alloc(self.dst.as_ptr(), len32, &mut data) };
+        if skb.is_null() || data.is_null() {
+            return Err(ENOMEM);
+        }
+        // SAFETY: The helper put `len` bytes at `data` in the new skb, which
+        // nothing else references yet.
+        if !fill(unsafe { core::slice::from_raw_parts_mut(data, len) }) {
+            // SAFETY: The skb is ours and was never sent.
+            unsafe { bindings::roxe_skb_free(skb) };
+            return Err(EIO);
+        }
+        // SAFETY: The skb is ours and filled; the helper consumes it and takes
+        // its own reference on the route.
+        let rc = unsafe { bindings::roxe_tx_send(skb, self.dst.as_ptr(), self.ipv6) };
+        // Congestion notes (positive NET_XMIT codes) are not errors.
+        if rc < 0 {
+            return Err(kernel::error::Error::from_errno(rc));
+        }
+        Ok(())
+    }
+}
+
+impl Clone for Route {
+    fn clone(&self) -> Self {
+        // SAFETY: We hold a reference, so taking another is allowed.
+        unsafe { bindings::roxe_dst_hold(self.dst.as_ptr()) };
+        // INVARIANT: the reference was just taken.
+        Self { dst: self.dst, ipv6: self.ipv6 }
+    }
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        // SAFETY: We own one reference.
+        unsafe { bindings::roxe_dst_release(self.dst.as_ptr()) };
+    }
+}

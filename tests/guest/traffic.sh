@@ -1,0 +1,106 @@
+# Data moves between two guests over roxe, IPv4 RoCEv2: UD, RC, UC and SRQ
+# pingpongs (rdma-core's ibv_*_pingpong), then perftest's RDMA write, read
+# and send bandwidth tests. Both guests run this script: role 1 serves,
+# role 2 connects to it. Every run is bounded by $limit seconds, so a hang
+# (there is no loss recovery yet) fails its own check and the next run
+# still happens.
+. "$ROXE_ROOT/tests/guest/lib.sh"
+limit=60
+IB=/sys/class/infiniband/roxe0
+
+# listening PORT: a socket listens on TCP PORT.
+listening() { ss -Hltn "sport = :$1" | grep -q .; }
+
+# bounded COMMAND...: run COMMAND for at most $limit seconds, and say so
+# when it had to be stopped.
+bounded() {
+	local rc
+	timeout -k 5 "$limit" "$@"
+	rc=$?
+	if [ $rc = 124 ] || [ $rc = 137 ]; then echo "TIMEOUT: stopped after $limit s"; fi
+	return $rc
+}
+
+# pair NAME PORT REGEX COMMAND...: one client/server run of COMMAND, with
+# `-p PORT` added on both sides. The server starts first and, once it
+# listens, signals ready-NAME; it passes if it exits 0 (and --chk found no
+# bad data). The client waits for ready-NAME, runs COMMAND against
+# $ROXE_PEER_IP and passes if it exits 0 with output that matches REGEX.
+# Each side keeps its output in $ROXE_OUT/NAME.log.
+pair() {
+	local name=$1 port=$2 re=$3 pid rc fails=$ROXE_FAILS log; shift 3
+	log=$ROXE_OUT/$name.log
+	if [ "$ROXE_ROLE" = 1 ]; then
+		bounded "$@" -p "$port" >"$log" 2>&1 &
+		pid=$!
+		# Signal even if it never listens: the client then fails fast.
+		wait_for 30 listening "$port"
+		roxe_signal "ready-$name"
+		wait "$pid"; rc=$?
+		if [ $rc != 0 ]; then fail "$name server (exit $rc): $* -p $port"
+		elif grep -q "invalid data" "$log"; then fail "$name server: --chk found bad data: $* -p $port"
+		else pass "$name server: $* -p $port"; fi
+		[ "$ROXE_FAILS" = "$fails" ] || sed 's/^/    /' "$log" | tail -20
+	elif roxe_wait "ready-$name" $((limit + 60)); then
+		check_output "$name: $* -p $port $ROXE_PEER_IP" "$re" \
+			bounded "$@" -p "$port" "$ROXE_PEER_IP"
+		cp /tmp/check.out "$log"
+		# Show the result line; or, on a failure, the end of a long output
+		# (perftest's banner alone fills what check_output prints).
+		if [ "$ROXE_FAILS" = "$fails" ]; then
+			grep -E -- "$re" "$log" | sed 's/^/    /'
+		elif [ "$(wc -l <"$log")" -gt 30 ]; then
+			echo "    [...]"; tail -10 "$log" | sed 's/^/    /'
+		fi
+	else
+		fail "$name: the server never signalled ready-$name"
+	fi
+}
+
+# Set up: roxe0 on the test NIC, port ACTIVE, and the index of the RoCE v2
+# GID that holds this guest's IPv4 address (the core adds GIDs a moment
+# after the device appears).
+check "rdma link add roxe0 on $ROXE_IF" rdma link add roxe0 type roxe netdev "$ROXE_IF"
+wait_for 10 grep -q ': ACTIVE$' $IB/ports/1/state
+check_output "roxe0 port 1 is ACTIVE" ': ACTIVE$' cat $IB/ports/1/state
+wait_for 10 gid_index_v4 roxe0
+gidx=$(gid_index_v4 roxe0)
+if [ -n "$gidx" ]; then pass "the RoCE v2 GID for $ROXE_LOCAL_IP is index $gidx"; else
+	fail "roxe0 has no RoCE v2 GID for $ROXE_LOCAL_IP"
+	grep -H . $IB/ports/1/gids/* $IB/ports/1/gid_attrs/types/* 2>/dev/null | sed 's/^/    /' | head -20
+fi
+
+# Both sides must be set up before a test starts. "up" comes before
+# "setup", so once the peer's "setup" is there its "up" is too, or never.
+[ -n "$gidx" ] && roxe_signal up
+roxe_signal setup
+ok=0
+if ! roxe_wait setup 180; then fail "the peer never finished setting up"
+elif ! roxe_wait up 0; then fail "the peer could not set up roxe0"
+else pass "the peer has roxe0 set up"; ok=1; fi
+[ -n "$gidx" ] || ok=0
+
+# Client output that shows a run completed: the pingpongs' iteration count,
+# and perftest's results line (#bytes #iterations BW-peak BW-average ...).
+pp='^100 iters in '
+bw='^ *65536[[:space:]]+200[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+'
+if [ $ok = 1 ]; then
+	pair ud 18515 "$pp" ibv_ud_pingpong -d roxe0 -g "$gidx" -n 100 -s 1024
+	# RC with the same options on both sides: 4 and 64 KiB messages are
+	# segmented at the 1024-byte path MTU; --chk has the server check the data.
+	pair rc-4k 18516 "$pp" ibv_rc_pingpong -d roxe0 -g "$gidx" -n 100 -s 4096 -m 1024 --chk
+	pair rc-64k 18517 "$pp" ibv_rc_pingpong -d roxe0 -g "$gidx" -n 100 -s 65536 -m 1024 --chk
+	pair uc 18518 "$pp" ibv_uc_pingpong -d roxe0 -g "$gidx" -n 100 -s 1024
+	# Four RC QPs whose receives all come from one SRQ.
+	pair srq 18519 "$pp" ibv_srq_pingpong -d roxe0 -g "$gidx" -n 100 -q 4
+	# perftest: RDMA write, RDMA read and send bandwidth, 200 x 64 KiB.
+	# -F: do not fail on the guest's missing cpufreq information.
+	pair write-bw 18520 "$bw" ib_write_bw -d roxe0 -x "$gidx" -n 200 -s 65536 -F
+	pair read-bw 18521 "$bw" ib_read_bw -d roxe0 -x "$gidx" -n 200 -s 65536 -F
+	pair send-bw 18522 "$bw" ib_send_bw -d roxe0 -x "$gidx" -n 200 -s 65536 -F
+fi
+
+roxe_signal "done"
+if roxe_wait "done" $((limit + 60)); then pass "the peer finished"; else fail "the peer did not finish"; fi
+roxe_cleanup
+finish
