@@ -48,6 +48,9 @@ const WC_WITH_IMM: u32 = 2;
 use crate::proto::access::{LOCAL_WRITE, REMOTE_READ, REMOTE_WRITE};
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
 const MAX_MSG: u64 = 1 << 31;
+/// Packets an RC requester keeps unacknowledged before it waits (beyond the
+/// WQE that crosses the mark). Virtual links drop long bursts.
+const WINDOW: u32 = 256;
 /// The Q_Key bit that says "use the QP's own Q_Key".
 const QKEY_FROM_QP: u32 = 1 << 31;
 
@@ -346,9 +349,21 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire)
             }
             return;
         };
-        if t == Wire::Rc && in_flight != 0 && st.wqe_is_read(st.sq_consumer) && w.send_flags & 1 != 0 {
+        if t == Wire::Rc && in_flight != 0 {
             // IBV_SEND_FENCE: wait for outstanding reads.
-            return;
+            if st.reads_out != 0 && w.send_flags & 1 != 0 {
+                return;
+            }
+            // No more reads in flight than the responder takes.
+            if op == SendOp::RdmaRead && st.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
+                return;
+            }
+            // Bound the packets in flight, so a burst does not overflow the
+            // queues on the way (a lone WQE always goes).
+            let (oldest, _, _) = st.wqe_psn(st.sq_consumer);
+            if oldest.distance(st.npsn) >= WINDOW {
+                return;
+            }
         }
         let res = match t {
             Wire::Ud => match ndev {
@@ -451,6 +466,7 @@ fn send_connected(
         let _ = path.send(sport, &bth, &ext, 0, |_| true);
         st.npsn = first.wrapping_add(n);
         st.set_wqe_psn(idx, first, st.npsn.wrapping_sub(1), true);
+        st.reads_out += 1;
         return Ok(len);
     }
     let imm = ImmDt(u32::from_be(w.imm_data));
@@ -873,8 +889,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         if i != st.read_next {
             // A gap: ask again from the start of the read.
             if i > st.read_next {
-                go_back(st);
-                send_pending(qp, st, None);
+                go_back_once(qp, st);
             }
             return Err(Drop::Psn);
         }
@@ -884,6 +899,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         let off = i.saturating_mul(mtu);
         let status = scatter_read(qp, idx, &w, off, pkt.payload);
         st.read_next += 1;
+        st.retrying = false;
         if let Err(e) = status {
             st.read_next = 0;
             fail(qp, st, &w, SendOp::RdmaRead, e);
@@ -891,6 +907,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         }
         if psn == last {
             st.read_next = 0;
+            st.reads_out = st.reads_out.saturating_sub(1);
             // CAST: messages are at most 2 GiB.
             let len = msg_len(this, idx, &w).unwrap_or(0);
             complete_send(qp, st, &w, SendOp::RdmaRead, WcStatus::Success, len);
@@ -911,8 +928,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             ack_up_to(qp, st, psn.wrapping_sub(1));
             if code == NakCode::PsnSequenceError {
                 // Resend from the oldest unacknowledged WQE.
-                go_back(st);
-                send_pending(qp, st, None);
+                go_back_once(qp, st);
                 return Ok(());
             }
             if st.sq_sent == st.sq_consumer {
@@ -969,6 +985,17 @@ fn go_back(st: &mut QpState) {
         st.sq_sent = st.sq_consumer;
         st.npsn = first;
         st.read_next = 0;
+        st.reads_out = 0;
+    }
+}
+
+/// Goes back after a gap, unless a go-back is already under way: the
+/// packets still arriving from before it would each trigger another.
+fn go_back_once(qp: &Qp<Roxe>, st: &mut QpState) {
+    if !st.retrying {
+        st.retrying = true;
+        go_back(st);
+        send_pending(qp, st, None);
     }
 }
 
@@ -994,6 +1021,7 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
     } else {
         st.retry_left -= 1;
     }
+    st.retrying = true;
     go_back(st);
     send_pending(qp, st, None);
 }
@@ -1022,6 +1050,7 @@ fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
     ack_loop(qp, st, psn);
     if st.sq_consumer != before {
         // Progress: the retry budgets start again.
+        st.retrying = false;
         st.retry_left = st.attr.retry_cnt;
         st.rnr_left = st.attr.rnr_retry;
     }

@@ -94,6 +94,10 @@ pub(crate) struct QpState {
     pub(crate) rnr_left: u8,
     /// Requester: waiting out an RNR NAK's delay.
     pub(crate) rnr_wait: bool,
+    /// Requester: RDMA READs sent and not yet answered.
+    pub(crate) reads_out: u32,
+    /// Requester: went back after a gap and has not heard of progress since.
+    pub(crate) retrying: bool,
     /// Where connected QPs send (set on the move to RTR).
     pub(crate) path: Option<Path>,
     /// Responder: the expected PSN.
@@ -121,10 +125,6 @@ impl QpState {
         }
     }
 
-    pub(crate) fn wqe_is_read(&self, idx: u32) -> bool {
-        self.wqe_psn(idx).2
-    }
-
     /// Forgets the requester's and responder's progress.
     fn reset_progress(&mut self) {
         self.sq_sent = self.sq_consumer;
@@ -132,6 +132,8 @@ impl QpState {
         self.read_next = 0;
         self.sq_blocked = None;
         self.rnr_wait = false;
+        self.reads_out = 0;
+        self.retrying = false;
         self.recv = None;
         self.wctx = None;
         self.nak_sent = false;
@@ -282,6 +284,8 @@ pub(crate) fn create(
         retry_left: 0,
         rnr_left: 0,
         rnr_wait: false,
+        reads_out: 0,
+        retrying: false,
         path: None,
         epsn: Psn::ZERO,
         msn: 0,
