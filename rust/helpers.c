@@ -8,6 +8,7 @@
 #include <linux/vmalloc.h>
 #include <linux/inetdevice.h>
 #include <linux/highmem.h>
+#include <linux/uaccess.h>
 #include <net/udp_tunnel.h>
 #include <net/route.h>
 #include <net/ip.h>
@@ -322,6 +323,33 @@ void roxe_timer_arm(struct timer_list *t, unsigned int msecs)
 void roxe_timer_shutdown_sync(struct timer_list *t)
 {
 	timer_shutdown_sync(t);
+}
+
+/*
+ * Copies to or from a kernel consumer's buffer, named by its kernel virtual
+ * address (roxe has no DMA device, so the core hands ULPs virtual
+ * addresses). Reads fail with -EFAULT instead of faulting; writes go only
+ * to the kernel's linear map, page by page checked, and fail otherwise.
+ */
+long roxe_kernel_read(void *dst, u64 src, size_t n)
+{
+	return copy_from_kernel_nofault(dst, (const void *)(uintptr_t)src, n);
+}
+
+long roxe_kernel_write(u64 dst, const void *src, size_t n)
+{
+	char *p = (char *)(uintptr_t)dst;
+	size_t off;
+
+	if (dst + n < dst)
+		return -EFAULT;
+	for (off = 0; off < n; off += PAGE_SIZE - offset_in_page(p + off))
+		if (!virt_addr_valid(p + off))
+			return -EFAULT;
+	if (n && !virt_addr_valid(p + n - 1))
+		return -EFAULT;
+	memcpy(p, src, n);
+	return 0;
 }
 
 void *roxe_kmap_local_page(struct page *page)

@@ -71,6 +71,9 @@ void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
 void roxe_timer_arm(struct timer_list *t, unsigned int msecs);
 void roxe_timer_shutdown_sync(struct timer_list *t);
 
+long roxe_kernel_read(void *dst, u64 src, size_t n);
+long roxe_kernel_write(u64 dst, const void *src, size_t n);
+
 void *roxe_kmap_local_page(struct page *page);
 void roxe_kunmap_local(void *addr);
 #endif

@@ -61,6 +61,9 @@ pub(crate) struct DeviceAttr {
     pub(crate) device_cap_flags: u64,
     /// Whether `rdma link delete` may remove the device.
     pub(crate) allow_user_unregister: bool,
+    /// Whether remote atomics are atomic across the whole device
+    /// (`IB_ATOMIC_HCA`), or not offered.
+    pub(crate) atomic_hca: bool,
 }
 
 /// Attributes of one port (`struct ib_port_attr`).
@@ -135,7 +138,11 @@ impl DeviceAttr {
         out.max_pkeys = self.max_pkeys;
         out.local_ca_ack_delay = self.local_ca_ack_delay;
         out.device_cap_flags = self.device_cap_flags;
-        out.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
+        out.atomic_cap = if self.atomic_hca {
+            bindings::ib_atomic_cap_IB_ATOMIC_HCA
+        } else {
+            bindings::ib_atomic_cap_IB_ATOMIC_NONE
+        };
         out.masked_atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_NONE;
         if self.allow_user_unregister {
             out.kernel_cap_flags |= u64::from(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);

@@ -137,4 +137,37 @@ impl<T: Driver> Cq<T> {
             Ok(if report_missed && pending { 1 } else { 0 })
         })
     }
+
+    pub(super) unsafe extern "C" fn poll_cb(cq: *mut bindings::ib_cq, num: c_int, wc: *mut bindings::ib_wc) -> c_int {
+        // SAFETY: The CQ is initialised; the core holds it.
+        let this = unsafe { &*cq.cast::<Self>() };
+        let index = T::qp_index(this.device());
+        let mut n = 0;
+        while n < num {
+            let Some(c) = T::poll_cq(this) else { break };
+            let mut w = bindings::ib_wc::default();
+            w.__bindgen_anon_1.wr_id = c.wr_id;
+            w.status = c.status;
+            w.opcode = c.opcode;
+            w.vendor_err = c.vendor_err;
+            w.byte_len = c.byte_len;
+            w.qp = index.raw(c.qp_num);
+            w.ex.imm_data = c.imm_data;
+            w.src_qp = c.src_qp;
+            // CAST: flag bits.
+            w.wc_flags = c.wc_flags as c_int;
+            if c.network_hdr_type != 0 {
+                w.network_hdr_type = c.network_hdr_type;
+                // CAST: a flag bit.
+                w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as c_int;
+            }
+            w.pkey_index = c.pkey_index;
+            w.sl = c.sl;
+            w.port_num = u32::from(c.port_num);
+            // SAFETY: The caller's array holds `num` entries and `n < num`.
+            unsafe { wc.add(n as usize).write(w) };
+            n += 1;
+        }
+        n
+    }
 }

@@ -151,6 +151,15 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// User space rang the send doorbell: work is waiting in the SQ ring.
     fn doorbell(qp: &Qp<Self>) -> Result;
 
+    /// A kernel consumer posts a send work request.
+    fn post_send(qp: &Qp<Self>, wr: &super::qp::SendWr<'_, Self>) -> Result;
+
+    /// A kernel consumer posts a receive work request.
+    fn post_recv(qp: &Qp<Self>, wr_id: u64, sges: &[crate::uapi::Sge]) -> Result;
+
+    /// Takes the next completion from a kernel consumer's CQ.
+    fn poll_cq(cq: &Cq<Self>) -> Option<crate::uapi::Cqe>;
+
     /// The QP's timer (see [`Qp::arm_timer`]) fired; runs in softirq.
     fn qp_timer(qp: &Qp<Self>);
 
@@ -553,6 +562,8 @@ impl<T: Driver> NewDevice<T> {
         ops.query_qp = Some(Qp::<T>::query_cb);
         ops.destroy_qp = Some(Qp::<T>::destroy_cb);
         ops.post_send = Some(Qp::<T>::post_send_cb);
+        ops.post_recv = Some(Qp::<T>::post_recv_cb);
+        ops.poll_cq = Some(Cq::<T>::poll_cb);
         ops.size_ib_qp = size_of::<Qp<T>>();
         ops.create_srq = Some(Srq::<T>::create_cb);
         ops.modify_srq = Some(Srq::<T>::modify_cb);

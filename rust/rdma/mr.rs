@@ -174,3 +174,41 @@ impl<T: Driver> Mr<T> {
     }
 }
 
+
+/// Memory of kernel consumers, named by kernel virtual address: what DMA
+/// MRs (`get_dma_mr`) reach. roxe registers no DMA device, so the core
+/// gives kernel consumers virtual addresses for their buffers.
+///
+/// Only kernel PDs have DMA MRs (user space cannot ask for one), and the
+/// data path only uses an MR for QPs of its own PD, so only kernel
+/// consumers' work requests, or peers a kernel consumer gave an unsafe
+/// global rkey, name such addresses. Both are trusted as the core trusts
+/// them; an address outside the kernel's memory fails (`EFAULT`) rather
+/// than faulting.
+pub(crate) struct KernelMemory;
+
+impl KernelMemory {
+    /// Copies `dst.len()` bytes from kernel address `va`.
+    pub(crate) fn read(va: u64, dst: &mut [u8]) -> Result {
+        // SAFETY: `dst` is valid for its length; the helper checks the
+        // source without faulting.
+        let rc = unsafe { bindings::roxe_kernel_read(dst.as_mut_ptr().cast(), va, dst.len()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(kernel::error::code::EFAULT)
+        }
+    }
+
+    /// Copies `src` to kernel address `va`.
+    pub(crate) fn write(va: u64, src: &[u8]) -> Result {
+        // SAFETY: `src` is valid for its length; the helper checks the
+        // destination without faulting.
+        let rc = unsafe { bindings::roxe_kernel_write(va, src.as_ptr().cast(), src.len()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(kernel::error::code::EFAULT)
+        }
+    }
+}

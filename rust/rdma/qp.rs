@@ -233,6 +233,7 @@ impl<T: Driver> NewQp<'_, T> {
         unsafe { !(*self.ib.get()).uobject.is_null() }
     }
 
+
     /// Whether the QP has a send CQ and, unless it uses an SRQ, a receive CQ.
     pub(crate) fn has_cqs(&self, has_srq: bool) -> bool {
         // SAFETY: Set by the core before the driver is called.
@@ -295,6 +296,19 @@ impl<T: Driver> Qp<T> {
         // SAFETY: Set by the core before the driver is called.
         unsafe { !(*self.ib.get()).uobject.is_null() }
     }
+
+    /// Whether the QP is UD or GSI.
+    fn is_datagram(&self) -> bool {
+        // SAFETY: Set by the core before the driver is called.
+        let t = unsafe { (*self.ib.get()).qp_type };
+        t == bindings::ib_qp_type_IB_QPT_UD || t == bindings::ib_qp_type_IB_QPT_GSI
+    }
+
+    /// The raw QP, for completions that name it.
+    pub(super) fn as_raw(&self) -> *mut bindings::ib_qp {
+        self.ib.get()
+    }
+
 
     /// The id of the QP's PD (see [`Pd::id`]).
     ///
@@ -467,12 +481,179 @@ impl<T: Driver> Qp<T> {
                 Err(e) => e.to_errno(),
             };
         }
-        // Kernel work requests arrive with the data path.
-        if !bad.is_null() {
-            // SAFETY: `bad` is the caller's out-pointer.
-            unsafe { *bad = wr };
+        if this.is_user() {
+            // User QPs post through their rings only.
+            if !bad.is_null() {
+                // SAFETY: `bad` is the caller's out-pointer.
+                unsafe { *bad = wr };
+            }
+            return EINVAL.to_errno();
         }
-        super::errno::eopnotsupp().to_errno()
+        let mut cur = wr;
+        while !cur.is_null() {
+            // SAFETY: A kernel consumer's chain of valid work requests, each
+            // embedded in the container its opcode names (the verbs
+            // contract), alive for the duration of this call.
+            let res = unsafe { SendWr::<T>::from_raw(cur) }.and_then(|mut w| {
+                if this.is_datagram() {
+                    // SAFETY: On UD and GSI QPs, work requests are `ib_ud_wr`s.
+                    unsafe { w.read_ud(cur) };
+                }
+                T::post_send(this, &w)
+            });
+            if let Err(e) = res {
+                if !bad.is_null() {
+                    // SAFETY: `bad` is the caller's out-pointer.
+                    unsafe { *bad = cur };
+                }
+                return e.to_errno();
+            }
+            // SAFETY: As above.
+            cur = unsafe { (*cur).next };
+        }
+        0
+    }
+
+    pub(super) unsafe extern "C" fn post_recv_cb(
+        qp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_recv_wr,
+        bad: *mut *const bindings::ib_recv_wr,
+    ) -> c_int {
+        // SAFETY: Initialised; the core holds the QP.
+        let this = unsafe { &*qp.cast::<Self>() };
+        let mut cur = wr;
+        while !cur.is_null() {
+            // SAFETY: A kernel consumer's chain of valid receive requests.
+            let w = unsafe { &*cur };
+            // SAFETY: `sg_list` holds `num_sge` entries (the verbs contract).
+            let res = unsafe { sges(w.sg_list, w.num_sge) }
+                // SAFETY: Kernel receives set `wr_id` (or `wr_cqe`, the same bits).
+                .and_then(|(n, list)| T::post_recv(this, unsafe { w.__bindgen_anon_1.wr_id }, &list[..n]));
+            if let Err(e) = res {
+                if !bad.is_null() {
+                    // SAFETY: `bad` is the caller's out-pointer.
+                    unsafe { *bad = cur };
+                }
+                return e.to_errno();
+            }
+            cur = w.next;
+        }
+        0
+    }
+}
+
+/// Copies a kernel consumer's SGE list (at most `MAX_SGE` entries).
+///
+/// # Safety
+///
+/// `list` must point to `n` valid `ib_sge`s when `n > 0`.
+unsafe fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<(usize, [crate::uapi::Sge; MAX_SGE])> {
+    let n = usize::try_from(n).map_err(|_| EINVAL)?;
+    if n > MAX_SGE {
+        return Err(EINVAL);
+    }
+    let mut out = [crate::uapi::Sge::default(); MAX_SGE];
+    for (i, o) in out.iter_mut().enumerate().take(n) {
+        // SAFETY: `i < n`, within the caller's list.
+        let s = unsafe { &*list.add(i) };
+        *o = crate::uapi::Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+    }
+    Ok((n, out))
+}
+
+/// The most SGEs a kernel work request may carry.
+const MAX_SGE: usize = crate::proto::wr::MAX_SGE as usize;
+
+/// A kernel consumer's send work request.
+pub(crate) struct SendWr<'a, T: Driver> {
+    pub(crate) wr_id: u64,
+    /// `enum ib_wr_opcode`; the common ones equal `IBV_WR_*`.
+    pub(crate) opcode: u32,
+    /// `IB_SEND_*` (equal to `IBV_SEND_*`).
+    pub(crate) send_flags: u32,
+    /// Immediate data as sent (big-endian bits), or the rkey to invalidate.
+    pub(crate) imm_data: u32,
+    sge_list: [crate::uapi::Sge; MAX_SGE],
+    num_sge: usize,
+    pub(crate) remote_addr: u64,
+    pub(crate) rkey: u32,
+    pub(crate) compare_add: u64,
+    pub(crate) swap: u64,
+    /// UD: the address handle.
+    pub(crate) ah: Option<&'a super::ah::Ah<T>>,
+    pub(crate) remote_qpn: u32,
+    pub(crate) remote_qkey: u32,
+}
+
+impl<T: Driver> SendWr<'_, T> {
+    /// Reads a work request.
+    ///
+    /// # Safety
+    ///
+    /// `wr` must be a valid kernel send work request, embedded in the
+    /// container its opcode and the QP type imply, living for `'a`.
+    unsafe fn from_raw<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a, T>> {
+        // SAFETY: Per the contract.
+        let w = unsafe { &*wr };
+        // SAFETY: Per the contract.
+        let (num_sge, sge_list) = unsafe { sges(w.sg_list, w.num_sge)? };
+        let mut out = SendWr {
+            // SAFETY: Either union member is plain bits.
+            wr_id: unsafe { w.__bindgen_anon_1.wr_id },
+            opcode: w.opcode,
+            // CAST: flag bits.
+            send_flags: w.send_flags as u32,
+            // SAFETY: Either union member is plain bits.
+            imm_data: unsafe { w.ex.imm_data },
+            sge_list,
+            num_sge,
+            remote_addr: 0,
+            rkey: 0,
+            compare_add: 0,
+            swap: 0,
+            ah: None,
+            remote_qpn: 0,
+            remote_qkey: 0,
+        };
+        match w.opcode {
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
+            | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
+            | bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
+                // SAFETY: RDMA opcodes come in an `ib_rdma_wr`.
+                let r = unsafe { &*wr.cast::<bindings::ib_rdma_wr>() };
+                out.remote_addr = r.remote_addr;
+                out.rkey = r.rkey;
+            }
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+                // SAFETY: Atomic opcodes come in an `ib_atomic_wr`.
+                let a = unsafe { &*wr.cast::<bindings::ib_atomic_wr>() };
+                out.remote_addr = a.remote_addr;
+                out.rkey = a.rkey;
+                out.compare_add = a.compare_add;
+                out.swap = a.swap;
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    /// Fills in the UD part.
+    ///
+    /// # Safety
+    ///
+    /// `wr` must be embedded in an `ib_ud_wr` (it is on a UD or GSI QP).
+    unsafe fn read_ud(&mut self, wr: *const bindings::ib_send_wr) {
+        // SAFETY: Per the contract.
+        let u = unsafe { &*wr.cast::<bindings::ib_ud_wr>() };
+        // SAFETY: A UD work request names a live AH of this device.
+        self.ah = unsafe { u.ah.cast::<super::ah::Ah<T>>().as_ref() };
+        self.remote_qpn = u.remote_qpn;
+        self.remote_qkey = u.remote_qkey;
+    }
+
+    /// The SGEs.
+    pub(crate) fn sges(&self) -> &[crate::uapi::Sge] {
+        &self.sge_list[..self.num_sge]
     }
 }
 
@@ -517,6 +698,12 @@ impl<T: Driver> QpIndex<T> {
     fn remove(&self, qpn: u32) {
         // The node is freed after the lock is released.
         let _old = self.tree.lock().remove(&qpn);
+    }
+
+    /// The `ib_qp` numbered `qpn`, for a completion that names it. Only the
+    /// pointer is returned: the consumer that polls owns the QP.
+    pub(super) fn raw(&self, qpn: u32) -> *mut bindings::ib_qp {
+        self.with(qpn, |q| q.as_raw()).unwrap_or(core::ptr::null_mut())
     }
 
     /// Runs `f` on the QP numbered `qpn`. The index's lock is held meanwhile,

@@ -219,6 +219,31 @@ impl<S: Plain> Ring<S> {
         Some(())
     }
 
+    /// Writes a `U` at byte `offset` within the slot that `index` names, or
+    /// returns `None` if it would not fit inside the slot.
+    pub(crate) fn write_at<U: Plain>(&self, index: u32, offset: usize, value: U) -> Option<()> {
+        let end = offset.checked_add(size_of::<U>())?;
+        if end > self.slot_size || offset % core::mem::align_of::<U>() != 0 {
+            return None;
+        }
+        // SAFETY: In bounds of the slot and aligned, as in `read_at`.
+        unsafe { self.slot_ptr(index).add(offset).cast::<U>().write_volatile(value) };
+        Some(())
+    }
+
+    /// Copies `src` to byte `offset` within the slot that `index` names, or
+    /// returns `None` if it would not fit inside the slot.
+    pub(crate) fn write_bytes(&self, index: u32, offset: usize, src: &[u8]) -> Option<()> {
+        let end = offset.checked_add(src.len())?;
+        if end > self.slot_size {
+            return None;
+        }
+        // SAFETY: In bounds of the slot (checked above); bytes need no
+        // alignment.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.slot_ptr(index).add(offset), src.len()) };
+        Some(())
+    }
+
     /// Writes the slot that `index` names.
     pub(crate) fn write(&self, index: u32, value: S) {
         // SAFETY: The slot is in bounds, holds at least an `S`, and is

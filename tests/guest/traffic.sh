@@ -1,15 +1,29 @@
 # Data moves between two guests over roxe, IPv4 RoCEv2: UD, RC, UC and SRQ
-# pingpongs (rdma-core's ibv_*_pingpong), then perftest's RDMA write, read
-# and send bandwidth tests. Both guests run this script: role 1 serves,
-# role 2 connects to it. Every run is bounded by $limit seconds, so a hang
-# (there is no loss recovery yet) fails its own check and the next run
-# still happens.
+# pingpongs (rdma-core's ibv_*_pingpong), perftest's RDMA write, read and
+# send bandwidth tests, then rdma-verify.py, which checks the contents of
+# writes, reads, sends, writes with immediate and atomics. Both guests run
+# this script: role 1 serves, role 2 connects to it. Every run is bounded by
+# $limit seconds, so a hang fails its own check and the next run still
+# happens.
+#
+# For interop runs either guest can use rxe (rdma_rxe) instead of roxe:
+# ROXE_TRAFFIC_DRV1 and ROXE_TRAFFIC_DRV2 name the driver of the guest with
+# role 1 and role 2, and ROXE_TRAFFIC_DRV that of both; the default is roxe.
+# interop-a.sh and interop-b.sh set them and source this script. Each guest
+# only names its own device, so the two need not agree on anything else.
 . "$ROXE_ROOT/tests/guest/lib.sh"
 limit=60
-IB=/sys/class/infiniband/roxe0
+drv_var=ROXE_TRAFFIC_DRV$ROXE_ROLE
+DRV=${!drv_var:-${ROXE_TRAFFIC_DRV:-roxe}}
+dev=${DRV}0
+IB=/sys/class/infiniband/$dev
 
 # listening PORT: a socket listens on TCP PORT.
 listening() { ss -Hltn "sport = :$1" | grep -q .; }
+
+# server_up PORT PID: a socket listens on TCP PORT, or process PID is gone
+# (so there is no point in waiting any longer).
+server_up() { listening "$1" || ! kill -0 "$2" 2>/dev/null; }
 
 # bounded COMMAND...: run COMMAND for at most $limit seconds, and say so
 # when it had to be stopped.
@@ -23,10 +37,12 @@ bounded() {
 
 # pair NAME PORT REGEX COMMAND...: one client/server run of COMMAND, with
 # `-p PORT` added on both sides. The server starts first and, once it
-# listens, signals ready-NAME; it passes if it exits 0 (and --chk found no
-# bad data). The client waits for ready-NAME, runs COMMAND against
-# $ROXE_PEER_IP and passes if it exits 0 with output that matches REGEX.
-# Each side keeps its output in $ROXE_OUT/NAME.log.
+# listens on TCP PORT, signals ready-NAME; it passes if it exits 0 (and
+# --chk found no bad data, and its output matches $server_re if that is
+# set). The client waits for ready-NAME, runs COMMAND against $ROXE_PEER_IP
+# and passes if it exits 0 with output that matches REGEX. Each side keeps
+# its output in $ROXE_OUT/NAME.log. For one run, `limit=SECONDS` and
+# `server_re=REGEX` can prefix the call: bash sets them for that call only.
 pair() {
 	local name=$1 port=$2 re=$3 pid rc fails=$ROXE_FAILS log; shift 3
 	log=$ROXE_OUT/$name.log
@@ -34,11 +50,13 @@ pair() {
 		bounded "$@" -p "$port" >"$log" 2>&1 &
 		pid=$!
 		# Signal even if it never listens: the client then fails fast.
-		wait_for 30 listening "$port"
+		wait_for 60 server_up "$port" "$pid"
 		roxe_signal "ready-$name"
 		wait "$pid"; rc=$?
 		if [ $rc != 0 ]; then fail "$name server (exit $rc): $* -p $port"
 		elif grep -q "invalid data" "$log"; then fail "$name server: --chk found bad data: $* -p $port"
+		elif [ -n "${server_re:-}" ] && ! grep -Eq -- "$server_re" "$log"; then
+			fail "$name server: output does not match /$server_re/: $* -p $port"
 		else pass "$name server: $* -p $port"; fi
 		[ "$ROXE_FAILS" = "$fails" ] || sed 's/^/    /' "$log" | tail -20
 	elif roxe_wait "ready-$name" $((limit + 60)); then
@@ -46,28 +64,38 @@ pair() {
 			bounded "$@" -p "$port" "$ROXE_PEER_IP"
 		cp /tmp/check.out "$log"
 		# Show the result line; or, on a failure, the end of a long output
-		# (perftest's banner alone fills what check_output prints).
+		# (perftest's banner alone fills what check_output prints) and any
+		# FAIL lines (rdma-verify's) between its first 30 lines and that.
 		if [ "$ROXE_FAILS" = "$fails" ]; then
 			grep -E -- "$re" "$log" | sed 's/^/    /'
 		elif [ "$(wc -l <"$log")" -gt 30 ]; then
-			echo "    [...]"; tail -10 "$log" | sed 's/^/    /'
+			echo "    [...]"
+			sed -n '31,$p' "$log" | head -n -10 | grep -E '^FAIL' | head -20 | sed 's/^/    /'
+			tail -10 "$log" | sed 's/^/    /'
 		fi
 	else
 		fail "$name: the server never signalled ready-$name"
 	fi
 }
 
-# Set up: roxe0 on the test NIC, port ACTIVE, and the index of the RoCE v2
+# Set up: $dev on the test NIC, port ACTIVE, and the index of the RoCE v2
 # GID that holds this guest's IPv4 address (the core adds GIDs a moment
 # after the device appears).
-check "rdma link add roxe0 on $ROXE_IF" rdma link add roxe0 type roxe netdev "$ROXE_IF"
-wait_for 10 grep -q ': ACTIVE$' $IB/ports/1/state
-check_output "roxe0 port 1 is ACTIVE" ': ACTIVE$' cat $IB/ports/1/state
-wait_for 10 gid_index_v4 roxe0
-gidx=$(gid_index_v4 roxe0)
+case $DRV in
+roxe) check "rdma link add roxe0 on $ROXE_IF" rdma link add roxe0 type roxe netdev "$ROXE_IF" ;;
+rxe)
+	check "load rdma_rxe" modprobe rdma_rxe
+	check "rdma link add rxe0 on $ROXE_IF" rdma link add rxe0 type rxe netdev "$ROXE_IF"
+	;;
+*) fail "unknown driver '$DRV' (from $drv_var or ROXE_TRAFFIC_DRV): use roxe or rxe" ;;
+esac
+wait_for 10 grep -q ': ACTIVE$' "$IB/ports/1/state"
+check_output "$dev port 1 is ACTIVE" ': ACTIVE$' cat "$IB/ports/1/state"
+wait_for 10 gid_index_v4 "$dev"
+gidx=$(gid_index_v4 "$dev")
 if [ -n "$gidx" ]; then pass "the RoCE v2 GID for $ROXE_LOCAL_IP is index $gidx"; else
-	fail "roxe0 has no RoCE v2 GID for $ROXE_LOCAL_IP"
-	grep -H . $IB/ports/1/gids/* $IB/ports/1/gid_attrs/types/* 2>/dev/null | sed 's/^/    /' | head -20
+	fail "$dev has no RoCE v2 GID for $ROXE_LOCAL_IP"
+	grep -H . "$IB"/ports/1/gids/* "$IB"/ports/1/gid_attrs/types/* 2>/dev/null | sed 's/^/    /' | head -20
 fi
 
 # Both sides must be set up before a test starts. "up" comes before
@@ -76,8 +104,8 @@ fi
 roxe_signal setup
 ok=0
 if ! roxe_wait setup 180; then fail "the peer never finished setting up"
-elif ! roxe_wait up 0; then fail "the peer could not set up roxe0"
-else pass "the peer has roxe0 set up"; ok=1; fi
+elif ! roxe_wait up 0; then fail "the peer could not set up its device"
+else pass "the peer has its device set up"; ok=1; fi
 [ -n "$gidx" ] || ok=0
 
 # Client output that shows a run completed: the pingpongs' iteration count,
@@ -85,22 +113,33 @@ else pass "the peer has roxe0 set up"; ok=1; fi
 pp='^100 iters in '
 bw='^ *65536[[:space:]]+200[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+'
 if [ $ok = 1 ]; then
-	pair ud 18515 "$pp" ibv_ud_pingpong -d roxe0 -g "$gidx" -n 100 -s 1024
+	pair ud 18515 "$pp" ibv_ud_pingpong -d "$dev" -g "$gidx" -n 100 -s 1024
 	# RC with the same options on both sides: 4 and 64 KiB messages are
 	# segmented at the 1024-byte path MTU; --chk has the server check the data.
-	pair rc-4k 18516 "$pp" ibv_rc_pingpong -d roxe0 -g "$gidx" -n 100 -s 4096 -m 1024 --chk
-	pair rc-64k 18517 "$pp" ibv_rc_pingpong -d roxe0 -g "$gidx" -n 100 -s 65536 -m 1024 --chk
-	pair uc 18518 "$pp" ibv_uc_pingpong -d roxe0 -g "$gidx" -n 100 -s 1024
+	pair rc-4k 18516 "$pp" ibv_rc_pingpong -d "$dev" -g "$gidx" -n 100 -s 4096 -m 1024 --chk
+	pair rc-64k 18517 "$pp" ibv_rc_pingpong -d "$dev" -g "$gidx" -n 100 -s 65536 -m 1024 --chk
+	pair uc 18518 "$pp" ibv_uc_pingpong -d "$dev" -g "$gidx" -n 100 -s 1024
 	# Four RC QPs whose receives all come from one SRQ.
-	pair srq 18519 "$pp" ibv_srq_pingpong -d roxe0 -g "$gidx" -n 100 -q 4
+	pair srq 18519 "$pp" ibv_srq_pingpong -d "$dev" -g "$gidx" -n 100 -q 4
 	# perftest: RDMA write, RDMA read and send bandwidth, 200 x 64 KiB.
 	# -F: do not fail on the guest's missing cpufreq information.
-	pair write-bw 18520 "$bw" ib_write_bw -d roxe0 -x "$gidx" -n 200 -s 65536 -F
-	pair read-bw 18521 "$bw" ib_read_bw -d roxe0 -x "$gidx" -n 200 -s 65536 -F
-	pair send-bw 18522 "$bw" ib_send_bw -d roxe0 -x "$gidx" -n 200 -s 65536 -F
+	pair write-bw 18520 "$bw" ib_write_bw -d "$dev" -x "$gidx" -n 200 -s 65536 -F
+	pair read-bw 18521 "$bw" ib_read_bw -d "$dev" -x "$gidx" -n 200 -s 65536 -F
+	pair send-bw 18522 "$bw" ib_send_bw -d "$dev" -x "$gidx" -n 200 -s 65536 -F
+	# The contents of RDMA writes and reads of 1 B to 8 MiB, sends to 1 MiB,
+	# a write with immediate and the atomics, at path MTUs 1024 and 256: 72
+	# tests, each checked byte for byte with the memory around it. Both
+	# sides must report no failure. It moves about 40 MiB; give it 480 s.
+	vre='^rdma-verify: [0-9]+ ok, 0 failed$'
+	limit=480 server_re=$vre pair verify 18523 "$vre" \
+		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" --mtu 1024,256
 fi
 
 roxe_signal "done"
 if roxe_wait "done" $((limit + 60)); then pass "the peer finished"; else fail "the peer did not finish"; fi
+if [ "$DRV" = rxe ]; then
+	check "remove rxe0" rdma link delete rxe0
+	check "unload rdma_rxe" rmmod rdma_rxe
+fi
 roxe_cleanup
 finish

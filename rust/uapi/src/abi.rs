@@ -103,8 +103,9 @@ pub struct Cqe {
     pub dlid_path_bits: u8,
     /// Port number.
     pub port_num: u8,
-    /// Must be zero.
-    pub _reserved0: u8,
+    /// For kernel consumers only: the `enum rdma_network_type` of a UD
+    /// receive (0 when unknown). User space ignores it.
+    pub network_hdr_type: u8,
     /// Must be zero; pads the CQE to 64 bytes.
     pub _reserved: [u32; 4],
 }

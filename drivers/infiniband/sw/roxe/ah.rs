@@ -29,6 +29,13 @@ pub(crate) struct RoxeAh {
     num: u32,
 }
 
+impl RoxeAh {
+    /// The number UD work requests name the AH by.
+    pub(crate) fn num(&self) -> u32 {
+        self.num
+    }
+}
+
 fn validate(attr: &AhAttr) -> Result<AhInfo> {
     // RoCE needs a global route and a resolved RoCE v2 source GID.
     if !attr.is_roce || !attr.has_grh || attr.port != PORT {

@@ -33,7 +33,7 @@ struct CqState {
     /// The arm set by `ibv_req_notify_cq`, cleared when it fires.
     armed: Option<Notify>,
     /// Set after an overflow or a corrupted consumer index. No completions
-    /// are written afterwards.
+    /// are written (or, for kernel CQs, read) afterwards.
     broken: bool,
 }
 
@@ -148,7 +148,6 @@ pub(crate) fn req_notify(cq: &Cq<Roxe>, kind: Notify) -> Result<bool> {
 
 /// Queues a completion. The data path calls this; it runs the completion
 /// handler when the CQ is armed for this kind of completion.
-#[allow(dead_code)] // The data path (issue 4) is the caller.
 pub(crate) fn push(cq: &Cq<Roxe>, cqe: Cqe, solicited: bool) -> core::result::Result<(), PushError> {
     let mut newly_broken = false;
     let mut fire = false;
@@ -194,4 +193,16 @@ pub(crate) fn push(cq: &Cq<Roxe>, cqe: Cqe, solicited: bool) -> core::result::Re
         cq.call_comp_handler();
     }
     result
+}
+
+/// Takes the next completion from a kernel consumer's CQ.
+pub(crate) fn pop(cq: &Cq<Roxe>) -> Option<Cqe> {
+    let st = cq.data().state.lock();
+    let c = st.ring.consumer();
+    if c == st.producer || st.broken {
+        return None;
+    }
+    let e = st.ring.read(c);
+    st.ring.set_consumer(c.wrapping_add(1));
+    Some(e)
 }

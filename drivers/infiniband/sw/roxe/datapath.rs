@@ -45,12 +45,14 @@ const WC_GRH: u32 = 1;
 /// `IBV_WC_WITH_IMM`.
 const WC_WITH_IMM: u32 = 2;
 /// `IB_ACCESS_LOCAL_WRITE` and friends.
-use crate::proto::access::{LOCAL_WRITE, REMOTE_READ, REMOTE_WRITE};
+use crate::proto::access::{LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
 const MAX_MSG: u64 = 1 << 31;
-/// Packets an RC requester keeps unacknowledged before it waits (beyond the
-/// WQE that crosses the mark). Virtual links drop long bursts.
+/// PSNs an RC requester keeps unacknowledged before it waits. Virtual links
+/// drop long bursts.
 const WINDOW: u32 = 256;
+/// Packets one call of the requester sends before it yields to the timer.
+const BUDGET: u32 = 256;
 /// The Q_Key bit that says "use the QP's own Q_Key".
 const QKEY_FROM_QP: u32 = 1 << 31;
 
@@ -318,20 +320,27 @@ fn fail(qp: &Qp<Roxe>, st: &mut QpState, w: &SendWqe, op: SendOp, status: WcStat
 /// Datagrams need the device's netdev to route; the caller looks it up
 /// before taking the lock (the core's netdev lock is not softirq-safe).
 /// Without it, only connected QPs with a resolved path send.
+///
+/// At most [`BUDGET`] packets go out per call; the rest follow from the
+/// QP's timer, so one huge message does not hold the CPU.
 pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>) {
     let this = qp.data();
     let t = wire(this.qp_type);
-    send_loop(qp, st, ndev, t);
-    if t == Wire::Rc {
+    let mut budget = BUDGET;
+    send_loop(qp, st, ndev, t, &mut budget);
+    if budget == 0 {
+        st.kick = true;
+        qp.arm_timer(0);
+    } else if t == Wire::Rc {
         arm_retry(qp, st);
     }
 }
 
-fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire) {
+fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire, budget: &mut u32) {
     let this = qp.data();
     loop {
         // After an RNR NAK nothing is sent until the timer says so.
-        if st.attr.state != State::Rts || st.rnr_wait {
+        if st.attr.state != State::Rts || st.rnr_wait || *budget == 0 {
             return;
         }
         let prod = this.sq.producer();
@@ -349,40 +358,39 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire)
             }
             return;
         };
-        if t == Wire::Rc && in_flight != 0 {
+        if t == Wire::Rc && in_flight != 0 && st.sq_pkt == 0 {
             // IBV_SEND_FENCE: wait for outstanding reads.
             if st.reads_out != 0 && w.send_flags & 1 != 0 {
                 return;
             }
-            // No more reads in flight than the responder takes.
-            if op == SendOp::RdmaRead && st.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
-                return;
-            }
-            // Bound the packets in flight, so a burst does not overflow the
-            // queues on the way (a lone WQE always goes).
-            let (oldest, _, _) = st.wqe_psn(st.sq_consumer);
-            if oldest.distance(st.npsn) >= WINDOW {
+            // No more reads and atomics in flight than the responder takes.
+            let waits = matches!(op, SendOp::RdmaRead | SendOp::CmpSwap | SendOp::FetchAdd);
+            if waits && st.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
                 return;
             }
         }
         let res = match t {
             Wire::Ud => match ndev {
-                Some(nd) => send_ud(qp, st, idx, &w, op, nd),
+                Some(nd) => {
+                    *budget -= 1;
+                    send_ud(qp, st, idx, &w, op, nd).map(Some)
+                }
                 None => return,
             },
-            _ => send_connected(qp, st, idx, &w, op, t),
+            _ => send_connected(qp, st, idx, &w, op, t, budget),
         };
         match res {
-            Ok(len) => {
-                if t == Wire::Rc {
-                    st.sq_sent = st.sq_sent.wrapping_add(1);
-                } else {
+            Ok(Some(len)) => {
+                st.sq_sent = st.sq_sent.wrapping_add(1);
+                if t != Wire::Rc {
                     // Unreliable: complete once sent.
-                    st.sq_sent = st.sq_sent.wrapping_add(1);
                     complete_send(qp, st, &w, op, WcStatus::Success, len);
                 }
             }
+            // Stopped part-way by the window or the budget.
+            Ok(None) => return,
             Err(status) => {
+                st.sq_pkt = 0;
                 if in_flight == 0 {
                     fail(qp, st, &w, op, status);
                 } else {
@@ -444,6 +452,12 @@ fn send_ud(
     }
 }
 
+/// Sends (more of) WQE `idx` on a connected QP, from packet `st.sq_pkt`
+/// on. Returns the message length once every packet is out, or `None`
+/// when the RC window or `budget` stopped it part-way.
+///
+/// An RDMA READ goes out as one read request per [`WINDOW`] packets of
+/// response, so no responder answers with a longer burst than that.
 fn send_connected(
     qp: &Qp<Roxe>,
     st: &mut QpState,
@@ -451,36 +465,73 @@ fn send_connected(
     w: &SendWqe,
     op: SendOp,
     t: Wire,
-) -> core::result::Result<u32, WcStatus> {
+    budget: &mut u32,
+) -> core::result::Result<Option<u32>, WcStatus> {
+    let atomic = matches!(op, SendOp::CmpSwap | SendOp::FetchAdd);
     let len = msg_len(qp.data(), idx, w)?;
+    if atomic && (len < 8 || w.remote_addr % 8 != 0) {
+        return Err(WcStatus::LocLenErr);
+    }
+    let route_mtu = st.path.as_ref().map(Path::mtu).ok_or(WcStatus::LocQpOpErr)?;
+    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes).min(route_mtu);
+    let n = if atomic { 1 } else { seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)? };
+    let rc = t == Wire::Rc;
+    let waits = op == SendOp::RdmaRead || atomic;
+    if st.sq_pkt == 0 {
+        st.set_wqe_psn(idx, st.npsn, st.npsn.wrapping_add(n - 1), waits);
+        if waits {
+            st.reads_out += 1;
+        }
+    }
     let Some(path) = st.path.as_ref() else { return Err(WcStatus::LocQpOpErr) };
-    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes).min(path.mtu());
-    let n = seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)?;
-    let first = st.npsn;
+    let (first, _, _) = st.wqe_psn(idx);
     let dqpn = st.attr.dest_qp_num;
     let sport = udp::source_port(qp.qp_num(), dqpn);
-    if op == SendOp::RdmaRead {
-        let mut bth = Bth::new(Opcode::RcRdmaReadRequest, DEFAULT_PKEY, dqpn, first);
-        bth.ack_req = true;
-        let ext = Ext { reth: Some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }), ..Ext::default() };
-        let _ = path.send(sport, &bth, &ext, 0, |_| true);
-        st.npsn = first.wrapping_add(n);
-        st.set_wqe_psn(idx, first, st.npsn.wrapping_sub(1), true);
-        st.reads_out += 1;
-        return Ok(len);
-    }
     let imm = ImmDt(u32::from_be(w.imm_data));
-    for i in 0..n {
+    while st.sq_pkt < n {
+        if *budget == 0 || (rc && st.una.distance(st.npsn) >= WINDOW) {
+            return Ok(None);
+        }
+        *budget -= 1;
+        let i = st.sq_pkt;
+        // Below 2^31 + MTU: fits.
+        let off = i * mtu;
+        if matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
+            let opcode = seg::request_opcode(t, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
+            let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.npsn);
+            bth.ack_req = true;
+            let (swap_add, compare) =
+                if op == SendOp::CmpSwap { (w.swap, w.compare_add) } else { (w.compare_add, 0) };
+            let aeth = headers::AtomicEth { va: w.remote_addr, rkey: w.rkey, swap_add, compare };
+            let ext = Ext { atomic_eth: Some(aeth), ..Ext::default() };
+            let _ = path.send(sport, &bth, &ext, 0, |_| true);
+            st.sq_pkt = 1;
+            st.npsn = st.npsn.next();
+            continue;
+        }
+        if op == SendOp::RdmaRead {
+            let span = (n - i).min(WINDOW);
+            let sub_len = (len - off).min(span * mtu);
+            let mut bth = Bth::new(Opcode::RcRdmaReadRequest, DEFAULT_PKEY, dqpn, first.wrapping_add(i));
+            bth.ack_req = true;
+            let reth = Reth { va: w.remote_addr.wrapping_add(u64::from(off)), rkey: w.rkey, dma_len: sub_len };
+            let ext = Ext { reth: Some(reth), ..Ext::default() };
+            let _ = path.send(sport, &bth, &ext, 0, |_| true);
+            st.sq_pkt += span;
+            st.npsn = first.wrapping_add(st.sq_pkt);
+            continue;
+        }
         let pos = seg::position(i, n);
         let opcode = seg::request_opcode(t, op, pos).ok_or(WcStatus::LocQpOpErr)?;
-        let off = i * mtu;
         let plen = (len - off).min(mtu);
         let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.npsn);
         bth.pad = headers::pad_len(plen as usize);
         if pos.ends_message() {
             bth.se = w.send_flags & SEND_SOLICITED != 0;
-            bth.ack_req = t == Wire::Rc;
         }
+        // RC asks for an ACK at the end of each message and twice per
+        // window, so the window keeps opening inside long messages.
+        bth.ack_req = rc && (pos.ends_message() || (i + 1) % (WINDOW / 2) == 0);
         let ext = Ext {
             reth: (opcode.operation() == Operation::RdmaWrite && pos.starts_message())
                 .then_some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }),
@@ -499,10 +550,11 @@ fn send_connected(
         if let Some(e) = err {
             return Err(e);
         }
+        st.sq_pkt += 1;
         st.npsn = st.npsn.next();
     }
-    st.set_wqe_psn(idx, first, st.npsn.wrapping_sub(1), false);
-    Ok(len)
+    st.sq_pkt = 0;
+    Ok(Some(len))
 }
 
 /// What the receive hook learnt about a packet besides its RoCE part.
@@ -621,6 +673,8 @@ fn recv_ud(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, meta: &Meta<'_>) -
     let mut cqe = recv_cqe(qp, r.wr_id, WcOp::Recv, res.err().unwrap_or(WcStatus::Success), byte_len);
     cqe.src_qp = deth.src_qpn;
     cqe.wc_flags = WC_GRH;
+    // `enum rdma_network_type`: kernel consumers parse the GRH by it.
+    cqe.network_hdr_type = if meta.ip.first().map(|b| b >> 4) == Some(6) { 3 } else { 2 };
     if let Some(imm) = pkt.ext.immdt {
         cqe.wc_flags |= WC_WITH_IMM;
         cqe.imm_data = imm.0.to_be();
@@ -652,9 +706,13 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             }
         } else if psn.diff(st.epsn) < 0 {
             // A duplicate: answer it again (reads are re-executed, which
-            // only reads memory).
+            // only reads memory; atomics are replayed, never redone).
             if pkt.opcode == Opcode::RcRdmaReadRequest {
                 let _ = read_response(qp, st, pkt);
+            } else if matches!(pkt.opcode.operation(), Operation::CompareSwap | Operation::FetchAdd) {
+                if let Some(&(_, orig)) = st.atomic_replay.iter().find(|(p, _)| *p == psn.get()) {
+                    send_atomic_ack(qp, st, psn, orig);
+                }
             } else {
                 send_ack(qp, st, st.epsn.wrapping_sub(1), Syndrome::ACK);
             }
@@ -673,6 +731,13 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
     let result = match op {
         Operation::Send => recv_send(qp, st, pkt),
         Operation::RdmaWrite => recv_write(qp, st, pkt, access),
+        Operation::CompareSwap | Operation::FetchAdd if rc => {
+            if access & REMOTE_ATOMIC == 0 {
+                Err(Nak::Access)
+            } else {
+                atomic(qp, st, pkt)
+            }
+        }
         Operation::RdmaReadRequest if rc => {
             if access & REMOTE_READ == 0 {
                 Err(Nak::Access)
@@ -691,7 +756,8 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             if pos.ends_message() {
                 st.msn = (st.msn + 1) & 0x00ff_ffff;
             }
-            if rc && pkt.bth.ack_req {
+            let is_atomic = matches!(op, Operation::CompareSwap | Operation::FetchAdd);
+            if rc && pkt.bth.ack_req && !is_atomic {
                 send_ack(qp, st, psn, Syndrome::ACK);
             }
             Ok(())
@@ -826,6 +892,52 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
     Ok(())
 }
 
+/// Sends the ATOMIC ACKNOWLEDGE for `psn` with the original value.
+fn send_atomic_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, orig: u64) {
+    let Some(path) = st.path.as_ref() else { return };
+    let bth = Bth::new(Opcode::RcAtomicAcknowledge, DEFAULT_PKEY, st.attr.dest_qp_num, psn);
+    let ext = Ext {
+        aeth: Some(Aeth { syndrome: Syndrome::ACK.to_u8(), msn: st.msn }),
+        atomic_ack_eth: Some(headers::AtomicAckEth { orig }),
+        ..Ext::default()
+    };
+    let _ = path.send(udp::source_port(qp.qp_num(), st.attr.dest_qp_num), &bth, &ext, 0, |_| true);
+}
+
+/// Executes a CmpSwap or FetchAdd on 8 aligned bytes of an MR, answers it,
+/// and keeps the result to replay for a duplicate.
+fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
+    let a = pkt.ext.atomic_eth.ok_or(Nak::Invalid)?;
+    if a.va % 8 != 0 {
+        return Err(Nak::Invalid);
+    }
+    let swap = pkt.opcode.operation() == Operation::CompareSwap;
+    let orig = mr::with_key(qp.device().data(), a.rkey, qp.pd_id(), |m| {
+        let off = m.check(a.va, 8, REMOTE_ATOMIC)?;
+        m.atomic(off, |v| {
+            if swap {
+                if v == a.compare {
+                    a.swap_add
+                } else {
+                    v
+                }
+            } else {
+                v.wrapping_add(a.swap_add)
+            }
+        })
+    })
+    .map_err(|_| Nak::Access)?;
+    let psn = pkt.bth.psn;
+    let slot = st.atomic_next % st.atomic_replay.len();
+    st.atomic_replay[slot] = (psn.get(), orig);
+    st.atomic_next = st.atomic_next.wrapping_add(1);
+    // The ACK carries the MSN of this message.
+    st.msn = (st.msn + 1) & 0x00ff_ffff;
+    send_atomic_ack(qp, st, psn, orig);
+    st.msn = (st.msn + 0x00ff_ffff) & 0x00ff_ffff;
+    Ok(())
+}
+
 /// Answers an RDMA READ request with response packets.
 fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
     let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
@@ -877,7 +989,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
     if pkt.opcode.operation() == Operation::RdmaReadResponse {
         // The oldest unfinished WQE must be a read whose range holds `psn`.
         ack_before_read(qp, st);
-        if st.sq_sent == st.sq_consumer {
+        if !outstanding(st) {
             return Err(Drop::Unexpected);
         }
         let idx = st.sq_consumer;
@@ -900,6 +1012,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         let status = scatter_read(qp, idx, &w, off, pkt.payload);
         st.read_next += 1;
         st.retrying = false;
+        st.una = psn.next();
         if let Err(e) = status {
             st.read_next = 0;
             fail(qp, st, &w, SendOp::RdmaRead, e);
@@ -913,7 +1026,39 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             complete_send(qp, st, &w, SendOp::RdmaRead, WcStatus::Success, len);
             ack_up_to(qp, st, psn);
             send_pending(qp, st, None);
+        } else if st.sq_pkt != 0 {
+            // The window moved: more of this read may be requested.
+            send_pending(qp, st, None);
         }
+        return Ok(());
+    }
+    if pkt.opcode == Opcode::RcAtomicAcknowledge {
+        ack_before_read(qp, st);
+        if !outstanding(st) {
+            return Err(Drop::Unexpected);
+        }
+        let idx = st.sq_consumer;
+        let (first, _, waits) = st.wqe_psn(idx);
+        let w = this.sq.read(idx);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+        if !waits || first != psn || !matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
+            return Err(Drop::Unexpected);
+        }
+        let orig = pkt.ext.atomic_ack_eth.ok_or(Drop::Unexpected)?.orig;
+        st.una = psn.next();
+        st.retrying = false;
+        st.reads_out = st.reads_out.saturating_sub(1);
+        match scatter_read(qp, idx, &w, 0, &orig.to_ne_bytes()) {
+            Ok(()) => complete_send(qp, st, &w, op, WcStatus::Success, 8),
+            Err(e) => {
+                fail(qp, st, &w, op, e);
+                return Ok(());
+            }
+        }
+        st.retry_left = st.attr.retry_cnt;
+        st.rnr_left = st.attr.rnr_retry;
+        ack_up_to(qp, st, psn);
+        send_pending(qp, st, None);
         return Ok(());
     }
     let aeth = pkt.ext.aeth.ok_or(Drop::Unexpected)?;
@@ -969,9 +1114,14 @@ fn timeout_ms(st: &QpState) -> Option<u32> {
     Some(ms.clamp(10, 60_000) as u32)
 }
 
+/// Whether sent work waits for acknowledgement.
+fn outstanding(st: &QpState) -> bool {
+    st.sq_sent != st.sq_consumer || st.sq_pkt != 0
+}
+
 /// Starts the retry timer while work waits for acknowledgement.
 fn arm_retry(qp: &Qp<Roxe>, st: &QpState) {
-    if st.sq_sent != st.sq_consumer && !st.rnr_wait {
+    if outstanding(st) && !st.rnr_wait {
         if let Some(ms) = timeout_ms(st) {
             qp.arm_timer(ms);
         }
@@ -980,10 +1130,12 @@ fn arm_retry(qp: &Qp<Roxe>, st: &QpState) {
 
 /// Rewinds the requester to the oldest unacknowledged WQE (go-back-N).
 fn go_back(st: &mut QpState) {
-    if st.sq_sent != st.sq_consumer {
+    if outstanding(st) {
         let (first, _, _) = st.wqe_psn(st.sq_consumer);
         st.sq_sent = st.sq_consumer;
+        st.sq_pkt = 0;
         st.npsn = first;
+        st.una = first;
         st.read_next = 0;
         st.reads_out = 0;
     }
@@ -1002,12 +1154,17 @@ fn go_back_once(qp: &Qp<Roxe>, st: &mut QpState) {
 /// The QP's timer: a retransmission timeout or the end of an RNR wait.
 pub(crate) fn on_timer(qp: &Qp<Roxe>) {
     let this = qp.data();
+    let mut st = this.state.lock();
+    let st = &mut *st;
+    if core::mem::take(&mut st.kick) {
+        // More to send after a full budget.
+        send_pending(qp, st, None);
+        return;
+    }
     if this.qp_type != QpType::Rc {
         return;
     }
-    let mut st = this.state.lock();
-    let st = &mut *st;
-    if !matches!(st.attr.state, State::Rts | State::Sqd) || st.sq_sent == st.sq_consumer {
+    if !matches!(st.attr.state, State::Rts | State::Sqd) || !outstanding(st) {
         st.rnr_wait = false;
         return;
     }
@@ -1046,6 +1203,9 @@ fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
 /// Completes every sent WQE, up to the first read, whose last PSN is at or
 /// before `psn`.
 fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
+    if psn.in_range(st.una, st.npsn) {
+        st.una = psn.next();
+    }
     let before = st.sq_consumer;
     ack_loop(qp, st, psn);
     if st.sq_consumer != before {

@@ -132,6 +132,8 @@ impl Driver for Roxe {
             page_size_cap: kernel::page::PAGE_SIZE as u64,
             max_pkeys: 1,
             allow_user_unregister: true,
+            // Remote atomics run under the device's key-table lock.
+            atomic_hca: true,
             ..DeviceAttr::default()
         })
     }
@@ -289,6 +291,18 @@ impl Driver for Roxe {
 
     fn doorbell(q: &Qp<Self>) -> Result {
         qp::doorbell(q)
+    }
+
+    fn post_send(q: &Qp<Self>, wr: &crate::rdma::qp::SendWr<'_, Self>) -> Result {
+        qp::post_kernel_send(q, wr)
+    }
+
+    fn post_recv(q: &Qp<Self>, wr_id: u64, sges: &[uapi::Sge]) -> Result {
+        qp::post_kernel_recv(q, wr_id, sges)
+    }
+
+    fn poll_cq(c: &Cq<Self>) -> Option<uapi::Cqe> {
+        cq::pop(c)
     }
 
     fn qp_timer(q: &Qp<Self>) {

@@ -10,7 +10,7 @@
 use crate::device::Roxe;
 use crate::proto::access::{self, AccessError};
 use crate::rdma::errno::eopnotsupp;
-use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
+use crate::rdma::mr::{KernelMemory, Mr, MrInfo, Rereg, UserMrArgs};
 use crate::rdma::pd::Pd;
 use crate::rdma::random;
 use crate::rdma::udata::UData;
@@ -22,8 +22,7 @@ use kernel::prelude::*;
 
 /// How an MR reaches memory.
 pub(crate) enum Backing {
-    /// All of kernel memory (`get_dma_mr`); the data path does not reach it
-    /// until kernel consumers post work.
+    /// All of kernel memory (`get_dma_mr`), by kernel virtual address.
     Dma,
     /// Pinned user pages.
     User(PinnedRange),
@@ -71,7 +70,9 @@ impl MrData {
             return Err(KeyError::Access);
         }
         let Backing::User(range) = &self.backing else {
-            return Err(KeyError::Access);
+            // A DMA MR spans kernel memory: the offset is the address.
+            // CAST: kernel addresses fit a usize.
+            return va.checked_add(u64::from(len)).map(|_| va as usize).ok_or(KeyError::Bounds);
         };
         let off = va.checked_sub(self.iova).ok_or(KeyError::Bounds)?;
         let end = off.checked_add(u64::from(len)).ok_or(KeyError::Bounds)?;
@@ -88,7 +89,7 @@ impl MrData {
     pub(crate) fn write(&self, off: usize, src: &[u8]) -> core::result::Result<(), KeyError> {
         match &self.backing {
             Backing::User(r) => r.write(off, src).map_err(|_| KeyError::Bounds),
-            Backing::Dma => Err(KeyError::Access),
+            Backing::Dma => KernelMemory::write(off as u64, src).map_err(|_| KeyError::Bounds),
         }
     }
 
@@ -96,8 +97,24 @@ impl MrData {
     pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> core::result::Result<(), KeyError> {
         match &self.backing {
             Backing::User(r) => r.read(off, dst).map_err(|_| KeyError::Bounds),
-            Backing::Dma => Err(KeyError::Access),
+            Backing::Dma => KernelMemory::read(off as u64, dst).map_err(|_| KeyError::Bounds),
         }
+    }
+}
+
+impl MrData {
+    /// Applies `op` to the 64-bit word at byte offset `off` (checked by
+    /// [`check`], 8-aligned) and returns the value it held. The key table's
+    /// lock, held by [`with_key`], makes this atomic against other remote
+    /// atomics.
+    ///
+    /// [`check`]: MrData::check
+    pub(crate) fn atomic(&self, off: usize, op: impl FnOnce(u64) -> u64) -> core::result::Result<u64, KeyError> {
+        let mut b = [0u8; 8];
+        self.read(off, &mut b)?;
+        let orig = u64::from_ne_bytes(b);
+        self.write(off, &op(orig).to_ne_bytes())?;
+        Ok(orig)
     }
 }
 

@@ -18,15 +18,21 @@ use crate::proto::ring::Geometry;
 use crate::proto::wr::{SendOp, Transport, WcOp, WcStatus, MAX_INLINE, MAX_SGE};
 use crate::rdma::ah::{AhAttr, GidType};
 use crate::rdma::errno::eopnotsupp;
-use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType};
+use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType, SendWr};
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
-use crate::uapi::{CreateQpResp, Cqe, RecvWqe, RingInfo, SendWqe};
-use kernel::alloc::KVec;
-use kernel::error::code::{EBUSY, EINVAL};
+use crate::uapi::{CreateQpResp, Cqe, RecvWqe, RingInfo, SendWqe, Sge};
+use kernel::alloc::KVVec;
+use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
 use crate::sync::new_spinlock_bh;
 use kernel::prelude::*;
 use crate::sync::SpinLockBh;
+
+/// How many atomic results the responder keeps for replay (at least the
+/// largest `max_dest_rd_atomic` a requester keeps in flight would be
+/// ideal; a duplicate older than these is dropped and the requester
+/// retries).
+const ATOMIC_REPLAY: usize = 16;
 
 /// The QP number of the general services QP.
 const GSI_QPN: u32 = 1;
@@ -79,10 +85,17 @@ pub(crate) struct QpState {
     pub(crate) sq_sent: u32,
     /// Requester: the next PSN to send.
     pub(crate) npsn: Psn,
+    /// Requester: the oldest PSN not yet acknowledged.
+    pub(crate) una: Psn,
+    /// Requester: the next packet of WQE `sq_sent` (which is only counted
+    /// as sent once all its packets are).
+    pub(crate) sq_pkt: u32,
+    /// Requester: the budget ran out with work left; the timer continues.
+    pub(crate) kick: bool,
     /// Requester: per SQ slot, the first and last PSN of the sent WQE and
     /// whether it is a read. Sized at creation; nothing is allocated per
     /// packet.
-    wqe_psns: KVec<(u32, u32, bool)>,
+    wqe_psns: KVVec<u64>,
     /// Completer: the next read response packet expected, counted from the
     /// read's first PSN.
     pub(crate) read_next: u32,
@@ -104,6 +117,10 @@ pub(crate) struct QpState {
     pub(crate) epsn: Psn,
     /// Responder: the message sequence number.
     pub(crate) msn: u32,
+    /// Responder: the results of recent atomics by PSN, to answer
+    /// duplicates without executing them again.
+    pub(crate) atomic_replay: [(u32, u64); ATOMIC_REPLAY],
+    pub(crate) atomic_next: usize,
     /// Responder: a PSN sequence NAK was sent and not yet resolved.
     pub(crate) nak_sent: bool,
     pub(crate) recv: Option<RecvProgress>,
@@ -114,20 +131,26 @@ impl QpState {
     /// First PSN, last PSN and whether it is a read, of sent WQE `idx`.
     pub(crate) fn wqe_psn(&self, idx: u32) -> (Psn, Psn, bool) {
         let n = self.wqe_psns.len();
-        let (f, l, r) = self.wqe_psns.get(idx as usize % n.max(1)).copied().unwrap_or((0, 0, false));
-        (Psn::new(f), Psn::new(l), r)
+        let v = self.wqe_psns.get(idx as usize % n.max(1)).copied().unwrap_or(0);
+        // CAST: each field is masked to 24 bits.
+        (Psn::new((v & 0xff_ffff) as u32), Psn::new((v >> 24 & 0xff_ffff) as u32), v >> 48 & 1 != 0)
     }
 
-    pub(crate) fn set_wqe_psn(&mut self, idx: u32, first: Psn, last: Psn, read: bool) {
+    /// Records the PSN span of sent WQE `idx`, and whether it waits for a
+    /// response (a read or an atomic) rather than an ACK.
+    pub(crate) fn set_wqe_psn(&mut self, idx: u32, first: Psn, last: Psn, waits: bool) {
         let n = self.wqe_psns.len().max(1);
         if let Some(e) = self.wqe_psns.get_mut(idx as usize % n) {
-            *e = (first.get(), last.get(), read);
+            *e = u64::from(first.get()) | u64::from(last.get()) << 24 | u64::from(waits) << 48;
         }
     }
 
     /// Forgets the requester's and responder's progress.
     fn reset_progress(&mut self) {
         self.sq_sent = self.sq_consumer;
+        self.sq_pkt = 0;
+        self.una = self.npsn;
+        self.kick = false;
         self.sq_checked = 0;
         self.read_next = 0;
         self.sq_blocked = None;
@@ -267,9 +290,9 @@ pub(crate) fn create(
             }
         }
     };
-    let mut wqe_psns = KVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL)?;
+    let mut wqe_psns = KVVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL)?;
     for _ in 0..granted.max_send_wr {
-        wqe_psns.push((0, 0, false), GFP_KERNEL)?;
+        wqe_psns.push(0, GFP_KERNEL)?;
     }
     let state = QpState {
         attr: reset_attr(granted),
@@ -278,6 +301,9 @@ pub(crate) fn create(
         sq_checked: 0,
         sq_sent: 0,
         npsn: Psn::ZERO,
+        una: Psn::ZERO,
+        sq_pkt: 0,
+        kick: false,
         wqe_psns,
         read_next: 0,
         sq_blocked: None,
@@ -289,6 +315,8 @@ pub(crate) fn create(
         path: None,
         epsn: Psn::ZERO,
         msn: 0,
+        atomic_replay: [(u32::MAX, 0); ATOMIC_REPLAY],
+        atomic_next: 0,
         nak_sent: false,
         recv: None,
         wctx: None,
@@ -422,6 +450,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     }
     if m & mask::SQ_PSN != 0 {
         st.npsn = Psn::new(a.sq_psn & 0xff_ffff);
+        st.una = st.npsn;
     }
     let s = &mut st.attr;
     if m & mask::PATH_MTU != 0 {
@@ -470,6 +499,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             st.reset_progress();
             st.path = None;
             st.npsn = Psn::ZERO;
+            st.una = Psn::ZERO;
             st.epsn = Psn::ZERO;
             st.msn = 0;
         }
@@ -653,6 +683,85 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
     st.sq_checked = pending;
     if st.attr.state == State::Rts {
         datapath::send_pending(qp, &mut st, ndev.as_deref());
+    }
+    Ok(())
+}
+
+/// `IB_SEND_INLINE`: kernel consumers' inline data is sent from their SGEs.
+const SEND_INLINE: u32 = 8;
+
+/// A kernel consumer's send: written to the kernel SQ ring like a user
+/// WQE, then sent as the doorbell would.
+pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
+    let this = qp.data();
+    // The common `IB_WR_*` opcodes have the `IBV_WR_*` numbers; others
+    // (fast registration, local invalidate) are not offered yet.
+    if SendOp::from_raw(wr.opcode).is_none_or(|o| matches!(o, SendOp::LocalInv | SendOp::BindMw)) {
+        return Err(eopnotsupp());
+    }
+    let sges = wr.sges();
+    if sges.len() > this.cap.max_send_sge as usize {
+        return Err(EINVAL);
+    }
+    {
+        let st = this.state.lock();
+        if !(st.attr.state.can_post_send() || st.attr.state == State::Err) {
+            return Err(EINVAL);
+        }
+        let prod = this.sq.producer();
+        if this.sq.geometry().free(prod, st.sq_consumer).map_err(|_| EINVAL)? == 0 {
+            return Err(ENOMEM);
+        }
+        let w = SendWqe {
+            wr_id: wr.wr_id,
+            opcode: wr.opcode,
+            send_flags: wr.send_flags & !SEND_INLINE,
+            imm_data: wr.imm_data,
+            // CAST: at most MAX_SGE.
+            num_sge: sges.len() as u32,
+            inline_len: 0,
+            rkey: wr.rkey,
+            remote_addr: wr.remote_addr,
+            compare_add: wr.compare_add,
+            swap: wr.swap,
+            ah_num: wr.ah.map_or(0, |a| a.data().num()),
+            remote_qpn: wr.remote_qpn,
+            remote_qkey: wr.remote_qkey,
+            _reserved: 0,
+        };
+        this.sq.write(prod, w);
+        for (i, s) in sges.iter().enumerate() {
+            this.sq.write_at(prod, (qpx::SEND_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize, *s).ok_or(EINVAL)?;
+        }
+        this.sq.set_producer(prod.wrapping_add(1));
+    }
+    doorbell(qp)
+}
+
+/// A kernel consumer's receive, written to the kernel RQ ring.
+pub(crate) fn post_kernel_recv(qp: &Qp<Roxe>, wr_id: u64, sges: &[Sge]) -> Result {
+    let this = qp.data();
+    // Kernel QPs on an SRQ post to the SRQ.
+    let rq = this.rq.as_ref().ok_or(EINVAL)?;
+    if sges.len() > this.cap.max_recv_sge as usize {
+        return Err(EINVAL);
+    }
+    let mut st = this.state.lock();
+    if st.attr.state == State::Reset {
+        return Err(EINVAL);
+    }
+    let prod = rq.producer();
+    if rq.geometry().free(prod, st.rq_consumer).map_err(|_| EINVAL)? == 0 {
+        return Err(ENOMEM);
+    }
+    // CAST: at most MAX_SGE.
+    rq.write(prod, RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 });
+    for (i, s) in sges.iter().enumerate() {
+        rq.write_at(prod, (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize, *s).ok_or(EINVAL)?;
+    }
+    rq.set_producer(prod.wrapping_add(1));
+    if st.attr.state == State::Err {
+        flush_rq(qp, &mut st);
     }
     Ok(())
 }

@@ -1,0 +1,59 @@
+# RDMA CM between two guests over roxe: the kernel's CM sends its MADs on
+# roxe's GSI QP (kernel post_send, post_recv and poll_cq), and the user
+# tools then move data on the QPs it connected. Role 1 serves, role 2
+# connects. Every run is bounded, so a hang fails its own check.
+. "$ROXE_ROOT/tests/guest/lib.sh"
+limit=60
+IB=/sys/class/infiniband/roxe0
+
+# bounded COMMAND...: run COMMAND for at most $limit seconds.
+bounded() { timeout -k 5 "$limit" "$@"; }
+
+check "rdma link add roxe0 on $ROXE_IF" rdma link add roxe0 type roxe netdev "$ROXE_IF"
+wait_for 10 grep -q ': ACTIVE$' $IB/ports/1/state
+wait_for 10 gid_index_v4 roxe0
+roxe_signal up
+roxe_wait up 180 || fail "the peer never set up"
+
+# serve NAME COMMAND...: (role 1) run a CM server in the background until
+# the client says it is done, and check its exit status.
+# connect NAME COMMAND...: (role 2) wait for the server, run the client.
+run_pair() {
+	local name=$1 pid rc; shift
+	local server=() client=()
+	while [ "$1" != "--" ]; do server+=("$1"); shift; done; shift
+	client=("$@")
+	if [ "$ROXE_ROLE" = 1 ]; then
+		bounded "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
+		pid=$!
+		sleep 2
+		roxe_signal "ready-$name"
+		wait "$pid"; rc=$?
+		if [ $rc = 0 ]; then pass "$name server: ${server[*]}"; else
+			fail "$name server (exit $rc): ${server[*]}"; tail -15 "$ROXE_OUT/$name-server.log" | sed 's/^/    /'
+		fi
+	elif roxe_wait "ready-$name" $((limit + 30)); then
+		if bounded "${client[@]}" >"$ROXE_OUT/$name-client.log" 2>&1; then
+			pass "$name client: ${client[*]}"
+		else
+			fail "$name client (exit $?): ${client[*]}"; tail -15 "$ROXE_OUT/$name-client.log" | sed 's/^/    /'
+		fi
+	else
+		fail "$name: the server never signalled"
+	fi
+}
+
+srv=192.0.2.1
+# rping verifies every transfer (-V) and stops after 20 exchanges (-C).
+run_pair rping rping -s -a $srv -C 20 -V -- rping -c -a $srv -C 20 -V
+# ucmatose: connect, send and disconnect on 4 connections.
+run_pair ucmatose ucmatose -c 4 -- ucmatose -s $srv -c 4
+# udaddy: UD through the CM (address and route resolution, QKey exchange).
+run_pair udaddy udaddy -c 4 -- udaddy -s $srv -c 4
+# perftest over the CM.
+run_pair send-bw-cm ib_send_bw -d roxe0 -R -n 200 -F -p 18600 -- ib_send_bw -d roxe0 -R -n 200 -F -p 18600 $srv
+
+roxe_signal "done"
+roxe_wait "done" $((limit + 60)) || fail "the peer did not finish"
+roxe_cleanup
+finish
