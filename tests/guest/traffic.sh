@@ -11,6 +11,11 @@
 # role 1 and role 2, and ROXE_TRAFFIC_DRV that of both; the default is roxe.
 # interop-a.sh and interop-b.sh set them and source this script. Each guest
 # only names its own device, so the two need not agree on anything else.
+#
+# Loss and disorder: ROXE_TRAFFIC_NETEM holds netem parameters ("loss 5%",
+# "reorder 25% 50% delay 1ms", "duplicate 2%") that both guests put on
+# their egress once the devices are up; ROXE_TRAFFIC_SET=lossy then runs
+# only the RC transfers with verified data (lossy.sh sets both).
 . "$ROXE_ROOT/tests/guest/lib.sh"
 limit=60
 drv_var=ROXE_TRAFFIC_DRV$ROXE_ROLE
@@ -112,7 +117,21 @@ else pass "the peer has its device set up"; ok=1; fi
 # and perftest's results line (#bytes #iterations BW-peak BW-average ...).
 pp='^100 iters in '
 bw='^ *65536[[:space:]]+200[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+'
-if [ $ok = 1 ]; then
+if [ $ok = 1 ] && [ -n "${ROXE_TRAFFIC_NETEM:-}" ]; then
+	# shellcheck disable=SC2086 # netem parameters are a word list
+	check "netem $ROXE_TRAFFIC_NETEM on $ROXE_IF" tc qdisc add dev "$ROXE_IF" root netem $ROXE_TRAFFIC_NETEM
+fi
+vre='^rdma-verify: [0-9]+ ok, 0 failed$'
+if [ $ok = 1 ] && [ "${ROXE_TRAFFIC_SET:-full}" = lossy ]; then
+	# RC both ways through the lossy link: the pingpong checks the data the
+	# server receives, rdma-verify that of writes (client to server), reads
+	# (server to client) and sends, each byte for byte.
+	limit=240 pair rc-64k 18516 "$pp" ibv_rc_pingpong -d "$dev" -g "$gidx" -n 50 -s 65536 -m 1024 --chk
+	limit=600 server_re=$vre pair verify 18523 "$vre" \
+		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" \
+		--mtu 1024 --ops write,read,send --sizes 1,4096,65537,1048576 --timeout 120
+	tc -s qdisc show dev "$ROXE_IF" | sed 's/^/    /'
+elif [ $ok = 1 ]; then
 	pair ud 18515 "$pp" ibv_ud_pingpong -d "$dev" -g "$gidx" -n 100 -s 1024
 	# RC with the same options on both sides: 4 and 64 KiB messages are
 	# segmented at the 1024-byte path MTU; --chk has the server check the data.
@@ -130,7 +149,6 @@ if [ $ok = 1 ]; then
 	# a write with immediate and the atomics, at path MTUs 1024 and 256: 72
 	# tests, each checked byte for byte with the memory around it. Both
 	# sides must report no failure. It moves about 40 MiB; give it 480 s.
-	vre='^rdma-verify: [0-9]+ ok, 0 failed$'
 	limit=480 server_re=$vre pair verify 18523 "$vre" \
 		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" --mtu 1024,256
 fi
