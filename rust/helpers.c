@@ -138,6 +138,11 @@ size_t roxe_umem_pages(struct ib_umem *umem, struct page **pages, size_t max)
 	return n;
 }
 
+bool roxe_irqs_disabled(void)
+{
+	return irqs_disabled();
+}
+
 void roxe_spin_lock_bh(spinlock_t *lock)
 {
 	spin_lock_bh(lock);
@@ -146,6 +151,19 @@ void roxe_spin_lock_bh(spinlock_t *lock)
 void roxe_spin_unlock_bh(spinlock_t *lock)
 {
 	spin_unlock_bh(lock);
+}
+
+unsigned long roxe_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+void roxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
 }
 
 /* Opens a kernel UDP socket on @port in init_net with @rcv as its encap hook. */

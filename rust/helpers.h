@@ -42,8 +42,11 @@ size_t roxe_umem_num_pages(struct ib_umem *umem);
 size_t roxe_umem_offset(struct ib_umem *umem);
 size_t roxe_umem_pages(struct ib_umem *umem, struct page **pages, size_t max);
 
+bool roxe_irqs_disabled(void);
 void roxe_spin_lock_bh(spinlock_t *lock);
 void roxe_spin_unlock_bh(spinlock_t *lock);
+unsigned long roxe_spin_lock_irqsave(spinlock_t *lock);
+void roxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
 
 typedef int (*roxe_encap_rcv_t)(struct sock *sk, struct sk_buff *skb);
 int roxe_udp_tunnel_open(u16 port, bool ipv6, roxe_encap_rcv_t rcv, struct socket **out);

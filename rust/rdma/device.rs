@@ -151,6 +151,13 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// User space rang the send doorbell: work is waiting in the SQ ring.
     fn doorbell(qp: &Qp<Self>) -> Result;
 
+    /// Names of the per-port counters the core shows in sysfs
+    /// (`ports/N/hw_counters`) and `rdma statistic`.
+    const HW_COUNTERS: &'static [&'static CStr] = &[];
+
+    /// Reads the counters named by `HW_COUNTERS`, in that order.
+    fn hw_counters(_dev: &Device<Self>, _out: &mut [u64]) {}
+
     /// A kernel consumer posts a send work request.
     fn post_send(qp: &Qp<Self>, wr: &super::qp::SendWr<'_, Self>) -> Result;
 
@@ -230,8 +237,14 @@ struct SysfsGroup {
 pub(crate) struct Device<T: Driver> {
     ib: Opaque<bindings::ib_device>,
     sysfs: SysfsGroup,
+    /// Descriptors of `T::HW_COUNTERS`, which the core's counter structs
+    /// point at; they live as long as the device.
+    stat_descs: [bindings::rdma_stat_desc; MAX_HW_COUNTERS],
     data: T::Data,
 }
+
+/// The most hardware counters a driver may name.
+const MAX_HW_COUNTERS: usize = 32;
 
 // SAFETY: The RDMA core lets any thread use a device it holds a reference
 // on; the driver data is `Send + Sync`.
@@ -332,6 +345,46 @@ impl<T: Driver> Device<T> {
         // SAFETY: The device is valid and registered with a
         // `dealloc_driver`, as the call requires.
         unsafe { bindings::ib_unregister_device_queued(self.as_raw()) };
+    }
+
+    unsafe extern "C" fn alloc_hw_port_stats_cb(ib: *mut bindings::ib_device, _port: u32) -> *mut bindings::rdma_hw_stats {
+        // SAFETY: The core calls this for a device of ours.
+        let this = unsafe { Self::from_raw(ib) };
+        // CAST: at most MAX_HW_COUNTERS.
+        let n = T::HW_COUNTERS.len() as c_int;
+        // SAFETY: The descriptors live as long as the device, which
+        // outlives the stats the core allocates for it.
+        unsafe {
+            bindings::rdma_alloc_hw_stats_struct(
+                this.stat_descs.as_ptr(),
+                n,
+                // CAST: a small constant.
+                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as kernel::ffi::c_ulong,
+            )
+        }
+    }
+
+    unsafe extern "C" fn get_hw_stats_cb(
+        ib: *mut bindings::ib_device,
+        stats: *mut bindings::rdma_hw_stats,
+        _port: u32,
+        _index: c_int,
+    ) -> c_int {
+        // SAFETY: The core calls this for a device of ours.
+        let this = unsafe { Self::from_raw(ib) };
+        let n = T::HW_COUNTERS.len();
+        let mut vals = [0u64; MAX_HW_COUNTERS];
+        T::hw_counters(this, &mut vals[..n]);
+        // SAFETY: `stats` came from `alloc_hw_port_stats_cb`, with room for
+        // `n` values; the core holds its lock.
+        unsafe {
+            let out = (*stats).value.as_mut_ptr();
+            for (i, v) in vals[..n].iter().enumerate() {
+                out.add(i).write(*v);
+            }
+        }
+        // CAST: at most MAX_HW_COUNTERS.
+        n as c_int
     }
 
     /// Finds the registered device of driver `T` bound to `ndev`.
@@ -503,7 +556,7 @@ impl<T: Driver> NewDevice<T> {
     ) -> Result<Self> {
         #[allow(clippy::let_unit_value)]
         let () = Device::<T>::ALIGN_OK;
-        if T::ATTRS.len() > MAX_ATTRS {
+        if T::ATTRS.len() > MAX_ATTRS || T::HW_COUNTERS.len() > MAX_HW_COUNTERS {
             return Err(EINVAL);
         }
         // SAFETY: `Device<T>` starts with `struct ib_device`, as required.
@@ -521,6 +574,11 @@ impl<T: Driver> NewDevice<T> {
 
         // SAFETY: We own the unregistered allocation exclusively.
         unsafe { Self::init_sysfs(this) };
+        for (i, name) in T::HW_COUNTERS.iter().enumerate() {
+            // SAFETY: As above; `i` is below `MAX_HW_COUNTERS` (checked).
+            // The names are static.
+            unsafe { (*this).stat_descs[i].name = name.as_char_ptr() };
+        }
 
         // SAFETY: See above. All-zero is a valid `ib_device_ops`: every
         // field is an integer, a NULL pointer or `None`.
@@ -563,6 +621,10 @@ impl<T: Driver> NewDevice<T> {
         ops.destroy_qp = Some(Qp::<T>::destroy_cb);
         ops.post_send = Some(Qp::<T>::post_send_cb);
         ops.post_recv = Some(Qp::<T>::post_recv_cb);
+        if !T::HW_COUNTERS.is_empty() {
+            ops.alloc_hw_port_stats = Some(Device::<T>::alloc_hw_port_stats_cb);
+            ops.get_hw_stats = Some(Device::<T>::get_hw_stats_cb);
+        }
         ops.poll_cq = Some(Cq::<T>::poll_cb);
         ops.size_ib_qp = size_of::<Qp<T>>();
         ops.create_srq = Some(Srq::<T>::create_cb);

@@ -22,3 +22,11 @@ pub(crate) mod srq;
 pub(crate) mod sysfs;
 pub(crate) mod udata;
 pub(crate) mod umem;
+
+/// Whether interrupts are disabled on this CPU. Verbs may be called so
+/// (the MAD layer posts under `spin_lock_irqsave`); drivers then must not
+/// take bottom-half locks or transmit.
+pub(crate) fn irqs_disabled() -> bool {
+    // SAFETY: Reads the CPU's interrupt state; no memory is touched.
+    unsafe { crate::bindings::roxe_irqs_disabled() }
+}

@@ -31,7 +31,6 @@ use crate::rdma::qp::{Qp, QpType};
 use crate::rdma::ring::Ring;
 use crate::uapi::{Cqe, RecvWqe, SendWqe, Sge};
 use kernel::error::code::EINVAL;
-use kernel::c_str;
 use kernel::prelude::*;
 
 /// `IBV_SEND_SIGNALED`.
@@ -317,17 +316,16 @@ fn fail(qp: &Qp<Roxe>, st: &mut QpState, w: &SendWqe, op: SendOp, status: WcStat
 }
 
 /// Sends what is waiting in the SQ. Called with the state lock held, in RTS.
-/// Datagrams need the device's netdev to route; the caller looks it up
-/// before taking the lock (the core's netdev lock is not softirq-safe).
-/// Without it, only connected QPs with a resolved path send.
+/// Datagrams are routed out of the netdev the QP took at its last modify.
 ///
 /// At most [`BUDGET`] packets go out per call; the rest follow from the
 /// QP's timer, so one huge message does not hold the CPU.
-pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>) {
+pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
     let t = wire(this.qp_type);
     let mut budget = BUDGET;
-    send_loop(qp, st, ndev, t, &mut budget);
+    let ndev = st.ndev.clone();
+    send_loop(qp, st, ndev.as_deref(), t, &mut budget);
     if budget == 0 {
         st.kick = true;
         qp.arm_timer(0);
@@ -605,19 +603,6 @@ impl Drop {
     /// All reasons, in counter order.
     pub(crate) const ALL: [Drop; 7] =
         [Drop::Transport, Drop::State, Drop::Qkey, Drop::Psn, Drop::NoRecv, Drop::Key, Drop::Unexpected];
-
-    /// The counter name.
-    pub(crate) fn name(self) -> &'static CStr {
-        match self {
-            Drop::Transport => c_str!("rx_drop_transport"),
-            Drop::State => c_str!("rx_drop_qp_state"),
-            Drop::Qkey => c_str!("rx_drop_qkey"),
-            Drop::Psn => c_str!("rx_drop_psn"),
-            Drop::NoRecv => c_str!("rx_drop_no_recv"),
-            Drop::Key => c_str!("rx_drop_key"),
-            Drop::Unexpected => c_str!("rx_drop_unexpected"),
-        }
-    }
 }
 
 /// Takes the next receive WQE from the QP's RQ or SRQ.
@@ -1025,10 +1010,10 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             let len = msg_len(this, idx, &w).unwrap_or(0);
             complete_send(qp, st, &w, SendOp::RdmaRead, WcStatus::Success, len);
             ack_up_to(qp, st, psn);
-            send_pending(qp, st, None);
+            send_pending(qp, st);
         } else if st.sq_pkt != 0 {
             // The window moved: more of this read may be requested.
-            send_pending(qp, st, None);
+            send_pending(qp, st);
         }
         return Ok(());
     }
@@ -1058,14 +1043,14 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         st.retry_left = st.attr.retry_cnt;
         st.rnr_left = st.attr.rnr_retry;
         ack_up_to(qp, st, psn);
-        send_pending(qp, st, None);
+        send_pending(qp, st);
         return Ok(());
     }
     let aeth = pkt.ext.aeth.ok_or(Drop::Unexpected)?;
     match Syndrome::from_u8(aeth.syndrome) {
         Some(Syndrome::Ack(_)) => {
             ack_up_to(qp, st, psn);
-            send_pending(qp, st, None);
+            send_pending(qp, st);
             Ok(())
         }
         Some(Syndrome::Nak(code)) => {
@@ -1147,7 +1132,7 @@ fn go_back_once(qp: &Qp<Roxe>, st: &mut QpState) {
     if !st.retrying {
         st.retrying = true;
         go_back(st);
-        send_pending(qp, st, None);
+        send_pending(qp, st);
     }
 }
 
@@ -1156,9 +1141,13 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
     let this = qp.data();
     let mut st = this.state.lock();
     let st = &mut *st;
+    if this.posted.swap(false, core::sync::atomic::Ordering::AcqRel) {
+        // A kernel consumer posted with interrupts off.
+        crate::qp::run_kernel_posts(qp, st);
+    }
     if core::mem::take(&mut st.kick) {
         // More to send after a full budget.
-        send_pending(qp, st, None);
+        send_pending(qp, st);
         return;
     }
     if this.qp_type != QpType::Rc {
@@ -1180,7 +1169,7 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
     }
     st.retrying = true;
     go_back(st);
-    send_pending(qp, st, None);
+    send_pending(qp, st);
 }
 
 /// Handles an RNR NAK: wait the time the responder asked for, then resend

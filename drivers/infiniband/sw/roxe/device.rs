@@ -101,7 +101,12 @@ impl Driver for Roxe {
     // devices by the `roxe_abi_version` attribute instead.
     const DRIVER_ID: crate::rdma::device::DriverId = DRIVER_ID_UNKNOWN;
     const UVERBS_ABI_VER: u32 = uapi::UVERBS_ABI_VERSION;
-    const ATTRS: &'static [&'static CStr] = &[c_str!("parent"), ABI_ATTR, c_str!("counters")];
+    const ATTRS: &'static [&'static CStr] = &[c_str!("parent"), ABI_ATTR];
+    const HW_COUNTERS: &'static [&'static CStr] = &crate::rx::NAMES;
+
+    fn hw_counters(dev: &Device<Self>, out: &mut [u64]) {
+        dev.data().counters.read(out);
+    }
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
         // Only what exists today is advertised: resources that are not
@@ -188,15 +193,6 @@ impl Driver for Roxe {
                 writeln!(out, "{}", ndev.name()).map_err(|_| ENOSPC)
             }
             1 => writeln!(out, "{}", uapi::UVERBS_ABI_VERSION).map_err(|_| ENOSPC),
-            2 => {
-                let mut r = Ok(());
-                dev.data().counters.for_each(|prefix, name, v| {
-                    if r.is_ok() {
-                        r = writeln!(out, "{prefix}{name} {v}").map_err(|_| ENOSPC);
-                    }
-                });
-                r
-            }
             _ => Err(EINVAL),
         }
     }

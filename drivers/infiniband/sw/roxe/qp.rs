@@ -10,6 +10,8 @@
 use crate::cq;
 use crate::datapath::{self, Path, RecvCopy};
 use crate::proto::psn::Psn;
+use crate::net::NetDevice;
+use kernel::types::ARef;
 use crate::device::{Roxe, PORT};
 use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
 use crate::proto::mtu::IbMtu;
@@ -24,7 +26,7 @@ use crate::rdma::udata::UData;
 use crate::uapi::{CreateQpResp, Cqe, RecvWqe, RingInfo, SendWqe, Sge};
 use kernel::alloc::KVVec;
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
-use crate::sync::new_spinlock_bh;
+use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use kernel::prelude::*;
 use crate::sync::SpinLockBh;
 
@@ -53,6 +55,12 @@ pub(crate) struct RoxeQp {
     /// from verbs calls and from the receive softirq, and share the rings.
     #[pin]
     pub(crate) state: SpinLockBh<QpState>,
+    /// Kernel consumers post under this lock, which is safe with interrupts
+    /// off; it guards only the producer side of the kernel rings.
+    #[pin]
+    post_lock: SpinLockIrq<()>,
+    /// A kernel consumer posted with interrupts off; the timer handles it.
+    pub(crate) posted: core::sync::atomic::AtomicBool,
 }
 
 /// A SEND being received: its receive WQE and how far it got.
@@ -111,6 +119,9 @@ pub(crate) struct QpState {
     pub(crate) reads_out: u32,
     /// Requester: went back after a gap and has not heard of progress since.
     pub(crate) retrying: bool,
+    /// The port's netdev, which datagrams are routed out of; taken on each
+    /// modify, where the core's lookup may run (never under this lock).
+    pub(crate) ndev: Option<ARef<NetDevice>>,
     /// Where connected QPs send (set on the move to RTR).
     pub(crate) path: Option<Path>,
     /// Responder: the expected PSN.
@@ -312,6 +323,7 @@ pub(crate) fn create(
         rnr_wait: false,
         reads_out: 0,
         retrying: false,
+        ndev: None,
         path: None,
         epsn: Psn::ZERO,
         msn: 0,
@@ -331,6 +343,8 @@ pub(crate) fn create(
             sq,
             rq,
             state <- new_spinlock_bh!(state, "roxe_qp"),
+            post_lock <- new_spinlock_irq!((), "roxe_qp_post"),
+            posted: core::sync::atomic::AtomicBool::new(false),
         }),
         granted,
         qpn,
@@ -402,11 +416,14 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     check_attrs(this, a, m)?;
     // Resolve the route before taking the lock. A destination without a
     // route is no error here (rxe accepts it too); sends retry the lookup.
-    let path = match (&a.av, m & mask::AV != 0, qp.device().netdev(PORT)) {
-        (Some(av), true, Some(ndev)) => path_for(&ndev, av),
+    let ndev = qp.device().netdev(PORT);
+    let path = match (&a.av, m & mask::AV != 0, &ndev) {
+        (Some(av), true, Some(nd)) => path_for(nd, av),
         _ => None,
     };
     let mut st = this.state.lock();
+    // Dropping a netdev reference is allowed under a spinlock.
+    let _old_ndev = core::mem::replace(&mut st.ndev, ndev);
     let cur = if m & mask::CUR_STATE != 0 {
         let claimed = a.cur_state.ok_or(EINVAL)?;
         // Only the two states the IBTA lets a consumer name may differ
@@ -643,14 +660,13 @@ fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, ahead: u32, bad: &SendWqe, status: W
 
 /// The send doorbell: checks every new WQE user space placed in the SQ.
 pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
+    let mut st = qp.data().state.lock();
+    doorbell_locked(qp, &mut st)
+}
+
+/// The doorbell's work, with the state lock held.
+pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
     let this = qp.data();
-    // Datagrams are routed per work request, which needs the netdev; the
-    // core's lookup may not run under our (softirq-safe) lock.
-    let ndev = match this.qp_type {
-        QpType::Ud | QpType::Gsi => qp.device().netdev(PORT),
-        _ => None,
-    };
-    let mut st = this.state.lock();
     let prod = this.sq.producer();
     let pending = match this.sq.geometry().used(prod, st.sq_consumer) {
         Ok(n) => n,
@@ -658,8 +674,9 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
             // An impossible producer index: the ring cannot be trusted.
             if st.attr.state != State::Err {
                 st.attr.state = State::Err;
-                flush_rq(qp, &mut st);
-                drop(st);
+                flush_rq(qp, st);
+                // The event handler runs with our lock held; the core's
+                // handlers only queue the event.
                 qp.report_fatal();
             }
             return Err(EINVAL);
@@ -667,7 +684,7 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
     };
     if st.attr.state == State::Err {
         // Work posted to a QP in ERR completes with a flush error.
-        flush(qp, &mut st);
+        flush(qp, st);
         return Ok(());
     }
     if !st.attr.state.can_post_send() {
@@ -676,22 +693,35 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
     for i in st.sq_checked.min(pending)..pending {
         let w = this.sq.read(st.sq_consumer.wrapping_add(i));
         if let Err(status) = check_send_wqe(this, &w) {
-            fail_qp(qp, &mut st, i, &w, status);
+            fail_qp(qp, st, i, &w, status);
             return Ok(());
         }
     }
     st.sq_checked = pending;
     if st.attr.state == State::Rts {
-        datapath::send_pending(qp, &mut st, ndev.as_deref());
+        datapath::send_pending(qp, st);
     }
     Ok(())
+}
+
+/// Work a kernel consumer posted with interrupts off, handled from the QP
+/// timer: sends are checked and sent, and a QP in ERR flushes what came.
+pub(crate) fn run_kernel_posts(qp: &Qp<Roxe>, st: &mut QpState) {
+    if st.attr.state == State::Err {
+        flush(qp, st);
+    } else if st.attr.state.can_post_send() {
+        let _ = doorbell_locked(qp, st);
+    }
 }
 
 /// `IB_SEND_INLINE`: kernel consumers' inline data is sent from their SGEs.
 const SEND_INLINE: u32 = 8;
 
 /// A kernel consumer's send: written to the kernel SQ ring like a user
-/// WQE, then sent as the doorbell would.
+/// WQE, then sent as the doorbell would. Consumers may post with
+/// interrupts off (the MAD layer does), where neither the QP's lock nor
+/// sending is allowed: the WQE is then written under the post lock only,
+/// and the QP timer does the rest.
 pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
     let this = qp.data();
     // The common `IB_WR_*` opcodes have the `IBV_WR_*` numbers; others
@@ -704,12 +734,11 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
         return Err(EINVAL);
     }
     {
-        let st = this.state.lock();
-        if !(st.attr.state.can_post_send() || st.attr.state == State::Err) {
-            return Err(EINVAL);
-        }
+        let _post = this.post_lock.lock();
+        // A kernel ring's indices are the kernel's own: the consumer index
+        // in it is the one the data path keeps.
         let prod = this.sq.producer();
-        if this.sq.geometry().free(prod, st.sq_consumer).map_err(|_| EINVAL)? == 0 {
+        if this.sq.geometry().free(prod, this.sq.consumer()).map_err(|_| EINVAL)? == 0 {
             return Err(ENOMEM);
         }
         let w = SendWqe {
@@ -735,7 +764,21 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
         }
         this.sq.set_producer(prod.wrapping_add(1));
     }
-    doorbell(qp)
+    kernel_post_done(qp)
+}
+
+/// After a kernel post: handle it now, or from the timer if interrupts are
+/// off.
+fn kernel_post_done(qp: &Qp<Roxe>) -> Result {
+    let this = qp.data();
+    if crate::rdma::irqs_disabled() {
+        this.posted.store(true, core::sync::atomic::Ordering::Release);
+        qp.arm_timer(0);
+        return Ok(());
+    }
+    let mut st = this.state.lock();
+    run_kernel_posts(qp, &mut st);
+    Ok(())
 }
 
 /// A kernel consumer's receive, written to the kernel RQ ring.
@@ -746,22 +789,18 @@ pub(crate) fn post_kernel_recv(qp: &Qp<Roxe>, wr_id: u64, sges: &[Sge]) -> Resul
     if sges.len() > this.cap.max_recv_sge as usize {
         return Err(EINVAL);
     }
-    let mut st = this.state.lock();
-    if st.attr.state == State::Reset {
-        return Err(EINVAL);
+    {
+        let _post = this.post_lock.lock();
+        let prod = rq.producer();
+        if rq.geometry().free(prod, rq.consumer()).map_err(|_| EINVAL)? == 0 {
+            return Err(ENOMEM);
+        }
+        // CAST: at most MAX_SGE.
+        rq.write(prod, RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 });
+        for (i, s) in sges.iter().enumerate() {
+            rq.write_at(prod, (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize, *s).ok_or(EINVAL)?;
+        }
+        rq.set_producer(prod.wrapping_add(1));
     }
-    let prod = rq.producer();
-    if rq.geometry().free(prod, st.rq_consumer).map_err(|_| EINVAL)? == 0 {
-        return Err(ENOMEM);
-    }
-    // CAST: at most MAX_SGE.
-    rq.write(prod, RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 });
-    for (i, s) in sges.iter().enumerate() {
-        rq.write_at(prod, (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize, *s).ok_or(EINVAL)?;
-    }
-    rq.set_producer(prod.wrapping_add(1));
-    if st.attr.state == State::Err {
-        flush_rq(qp, &mut st);
-    }
-    Ok(())
+    kernel_post_done(qp)
 }

@@ -33,12 +33,33 @@ pub(crate) enum Event {
 }
 
 const EVENTS: usize = 5;
-const EVENT_NAMES: [&CStr; EVENTS] =
-    [c_str!("rx_delivered"), c_str!("rx_drop_icrc"), c_str!("rx_drop_unknown_qp"), c_str!("rx_drop_ip"), c_str!("rx_drop_nomem")];
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = datapath::Drop::ALL.len();
 /// How many counters a device has.
 pub(crate) const COUNT: usize = EVENTS + PARSE + DROPS;
+
+/// The counters' names, in order: the events, the parse errors in
+/// `ParseError::ALL` order, then the data path's drops in `Drop::ALL` order.
+pub(crate) const NAMES: [&CStr; COUNT] = [
+    c_str!("rx_delivered"),
+    c_str!("rx_drop_icrc"),
+    c_str!("rx_drop_unknown_qp"),
+    c_str!("rx_drop_ip"),
+    c_str!("rx_drop_nomem"),
+    c_str!("rx_drop_parse_too_short"),
+    c_str!("rx_drop_parse_unknown_opcode"),
+    c_str!("rx_drop_parse_bad_version"),
+    c_str!("rx_drop_parse_truncated"),
+    c_str!("rx_drop_parse_unexpected_payload"),
+    c_str!("rx_drop_parse_misaligned"),
+    c_str!("rx_drop_transport"),
+    c_str!("rx_drop_qp_state"),
+    c_str!("rx_drop_qkey"),
+    c_str!("rx_drop_psn"),
+    c_str!("rx_drop_no_recv"),
+    c_str!("rx_drop_key"),
+    c_str!("rx_drop_unexpected"),
+];
 
 /// A device's packet counters.
 pub(crate) struct Counters {
@@ -65,21 +86,15 @@ impl Counters {
     }
 
     fn drop(&self, d: datapath::Drop) {
-        let i = datapath::Drop::ALL.iter().position(|x| *x == d).unwrap_or(0);
-        self.bump(EVENTS + PARSE + i);
+        if let Some(i) = datapath::Drop::ALL.iter().position(|x| *x == d) {
+            self.bump(EVENTS + PARSE + i);
+        }
     }
 
-    /// Calls `f(prefix, name, value)` for every counter, in a fixed order.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&str, &str, u64)) {
-        for (i, c) in self.c.iter().enumerate() {
-            let v = c.load(Ordering::Relaxed);
-            if let Some(n) = EVENT_NAMES.get(i) {
-                f("", n.to_str().unwrap_or("?"), v);
-            } else if let Some(e) = ParseError::ALL.get(i - EVENTS) {
-                f("rx_drop_parse_", e.name(), v);
-            } else if let Some(d) = datapath::Drop::ALL.get(i - EVENTS - PARSE) {
-                f("", d.name().to_str().unwrap_or("?"), v);
-            }
+    /// The counters' values, in [`NAMES`] order.
+    pub(crate) fn read(&self, out: &mut [u64]) {
+        for (o, c) in out.iter_mut().zip(self.c.iter()) {
+            *o = c.load(Ordering::Relaxed);
         }
     }
 }

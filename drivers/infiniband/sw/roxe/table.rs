@@ -8,7 +8,7 @@ use kernel::alloc::{flags::GFP_KERNEL, Flags};
 use kernel::error::code::ENOMEM;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
-use crate::sync::{new_spinlock_bh, SpinLockBh};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 
 /// A table of values indexed by numbers in `1..=max`.
 ///
@@ -17,7 +17,7 @@ use crate::sync::{new_spinlock_bh, SpinLockBh};
 #[pin_data]
 pub(crate) struct Table<V: Send> {
     #[pin]
-    inner: SpinLockBh<Inner<V>>,
+    inner: SpinLockIrq<Inner<V>>,
     max: u32,
 }
 
@@ -30,7 +30,7 @@ impl<V: Send> Table<V> {
     /// An empty table for indices `1..=max`.
     pub(crate) fn new(max: u32) -> impl PinInit<Self> {
         pin_init!(Self {
-            inner <- new_spinlock_bh!(Inner { tree: RBTree::new(), next: 1 }, "roxe_table"),
+            inner <- new_spinlock_irq!(Inner { tree: RBTree::new(), next: 1 }, "roxe_table"),
             max,
         })
     }
@@ -75,7 +75,8 @@ impl<V: Send> Table<V> {
     }
 
     /// Runs `f` on the value at `idx`, under the table's lock (which
-    /// disables bottom halves, so the data path may look up from softirq).
+    /// disables interrupts: the data path looks up from softirq, and the
+    /// CM creates address handles with interrupts off).
     pub(crate) fn with<R>(&self, idx: u32, f: impl FnOnce(&V) -> R) -> Option<R> {
         self.inner.lock().tree.get(&idx).map(f)
     }
