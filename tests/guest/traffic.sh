@@ -153,6 +153,12 @@ elif [ $ok = 1 ]; then
 		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" --mtu 1024,256
 fi
 
+if [ $ok = 1 ] && [ "$DRV" = roxe ]; then
+	# The receive path counts what it delivered (and what it dropped).
+	check_output "rdma statistic counts delivered packets" 'rx_delivered [1-9]' \
+		rdma statistic show link "$dev/1"
+fi
+
 roxe_signal "done"
 if roxe_wait "done" $((limit + 60)); then pass "the peer finished"; else fail "the peer did not finish"; fi
 if [ "$DRV" = rxe ]; then
