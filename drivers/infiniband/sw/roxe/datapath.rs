@@ -1113,16 +1113,22 @@ fn arm_retry(qp: &Qp<Roxe>, st: &QpState) {
     }
 }
 
-/// Rewinds the requester to the oldest unacknowledged WQE (go-back-N).
+/// Rewinds the requester to the first unacknowledged PSN (go-back-N): the
+/// oldest unfinished WQE is sent again from the packet the responder has
+/// not acknowledged (a read asks again for the rest), and everything after
+/// it again in full.
 fn go_back(st: &mut QpState) {
     if outstanding(st) {
-        let (first, _, _) = st.wqe_psn(st.sq_consumer);
+        let (first, last, waits) = st.wqe_psn(st.sq_consumer);
+        let resume = if st.una.in_range(first, last.next()) { st.una } else { first };
         st.sq_sent = st.sq_consumer;
-        st.sq_pkt = 0;
-        st.npsn = first;
-        st.una = first;
-        st.read_next = 0;
-        st.reads_out = 0;
+        st.sq_pkt = first.distance(resume);
+        st.npsn = resume;
+        st.una = resume;
+        // A read resumed part-way is still outstanding; its responses so
+        // far count.
+        st.read_next = if waits { st.sq_pkt } else { 0 };
+        st.reads_out = u32::from(waits && st.sq_pkt != 0);
     }
 }
 
