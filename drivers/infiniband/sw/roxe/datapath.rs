@@ -996,8 +996,8 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         let off = i.saturating_mul(mtu);
         let status = scatter_read(qp, idx, &w, off, pkt.payload);
         st.read_next += 1;
-        st.retrying = false;
         st.una = psn.next();
+        progress(st);
         if let Err(e) = status {
             st.read_next = 0;
             fail(qp, st, &w, SendOp::RdmaRead, e);
@@ -1031,7 +1031,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         }
         let orig = pkt.ext.atomic_ack_eth.ok_or(Drop::Unexpected)?.orig;
         st.una = psn.next();
-        st.retrying = false;
+        progress(st);
         st.reads_out = st.reads_out.saturating_sub(1);
         match scatter_read(qp, idx, &w, 0, &orig.to_ne_bytes()) {
             Ok(()) => complete_send(qp, st, &w, op, WcStatus::Success, 8),
@@ -1040,8 +1040,6 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
                 return Ok(());
             }
         }
-        st.retry_left = st.attr.retry_cnt;
-        st.rnr_left = st.attr.rnr_retry;
         ack_up_to(qp, st, psn);
         send_pending(qp, st);
         return Ok(());
@@ -1200,15 +1198,21 @@ fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
 fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
     if psn.in_range(st.una, st.npsn) {
         st.una = psn.next();
+        progress(st);
     }
     let before = st.sq_consumer;
     ack_loop(qp, st, psn);
     if st.sq_consumer != before {
-        // Progress: the retry budgets start again.
-        st.retrying = false;
-        st.retry_left = st.attr.retry_cnt;
-        st.rnr_left = st.attr.rnr_retry;
+        progress(st);
     }
+}
+
+/// The responder acknowledged something new: the retry budgets start
+/// again, and a later gap may trigger a new go-back.
+fn progress(st: &mut QpState) {
+    st.retrying = false;
+    st.retry_left = st.attr.retry_cnt;
+    st.rnr_left = st.attr.rnr_retry;
 }
 
 fn ack_loop(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
