@@ -1196,13 +1196,25 @@ fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
 /// Completes every sent WQE, up to the first read, whose last PSN is at or
 /// before `psn`.
 fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
-    if psn.in_range(st.una, st.npsn) {
-        st.una = psn.next();
-        progress(st);
-    }
     let before = st.sq_consumer;
     ack_loop(qp, st, psn);
     if st.sq_consumer != before {
+        progress(st);
+    }
+    // An ACK does not stand for read responses or atomic results that never
+    // arrived: `una` stops at the first of those still missing.
+    let mut acked = psn.next();
+    if outstanding(st) {
+        let (first, _, waits) = st.wqe_psn(st.sq_consumer);
+        if waits {
+            let got = first.wrapping_add(st.read_next);
+            if got.diff(acked) < 0 {
+                acked = got;
+            }
+        }
+    }
+    if acked.wrapping_sub(1).in_range(st.una, st.npsn) {
+        st.una = acked;
         progress(st);
     }
 }
