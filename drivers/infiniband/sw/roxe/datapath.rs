@@ -508,7 +508,10 @@ fn send_connected(
             continue;
         }
         if op == SendOp::RdmaRead {
-            let span = (n - i).min(WINDOW);
+            // Requests cover fixed WINDOW-packet pieces of the read, so one
+            // asked again part-way (after a loss) is a subset of the one
+            // sent first, which is what responders accept as a duplicate.
+            let span = (n - i).min(WINDOW - i % WINDOW);
             let sub_len = (len - off).min(span * mtu);
             let mut bth = Bth::new(Opcode::RcRdmaReadRequest, DEFAULT_PKEY, dqpn, first.wrapping_add(i));
             bth.ack_req = true;
