@@ -507,6 +507,13 @@ fn send_connected(
             st.npsn = st.npsn.next();
             continue;
         }
+        if op == SendOp::RdmaRead && i % WINDOW == 0 && i != 0 && st.una != st.npsn {
+            // The pieces of one read go one at a time: each is a request
+            // the responder keeps a resource for, and it may keep as few
+            // as one (`max_dest_rd_atomic`).
+            *budget += 1;
+            return Ok(None);
+        }
         if op == SendOp::RdmaRead {
             // Requests cover fixed WINDOW-packet pieces of the read, so one
             // asked again part-way (after a loss) is a subset of the one
