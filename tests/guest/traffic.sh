@@ -12,6 +12,8 @@
 # interop-a.sh and interop-b.sh set them and source this script. Each guest
 # only names its own device, so the two need not agree on anything else.
 #
+# ROXE_VERIFY_SIZES, if set, replaces rdma-verify's list of sizes.
+#
 # Loss and disorder: ROXE_TRAFFIC_NETEM holds netem parameters ("loss 5%",
 # "reorder 25% 50% delay 1ms", "duplicate 2%") that both guests put on
 # their egress once the devices are up; ROXE_TRAFFIC_SET=lossy then runs
@@ -150,7 +152,8 @@ elif [ $ok = 1 ]; then
 	# tests, each checked byte for byte with the memory around it. Both
 	# sides must report no failure. It moves about 40 MiB; give it 480 s.
 	limit=480 server_re=$vre pair verify 18523 "$vre" \
-		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" --mtu 1024,256
+		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" --mtu 1024,256 \
+		${ROXE_VERIFY_SIZES:+--sizes "$ROXE_VERIFY_SIZES"}
 fi
 
 if [ $ok = 1 ] && [ "$DRV" = roxe ]; then

@@ -946,7 +946,12 @@ fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
     }
     let msn = if pkt.bth.psn == st.epsn { (st.msn + 1) & 0x00ff_ffff } else { st.msn };
     let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
-    for i in 0..n {
+    // At most one window of responses goes out per request: a requester
+    // that asks for megabytes at once would otherwise get thousands of
+    // packets in one burst, more than the queues on the way hold. What is
+    // held back looks like loss to the requester, which asks again from
+    // the first missing PSN (a duplicate, answered the same way).
+    for i in 0..n.min(WINDOW) {
         let pos = seg::position(i, n);
         let opcode = seg::read_response_opcode(pos);
         let off = i * mtu;
