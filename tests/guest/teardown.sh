@@ -16,15 +16,16 @@ up() {
 	gid_index_v4 roxe0
 }
 
-# A long RDMA write stream: -D seconds of 64 KiB writes.
-stream() { ib_write_bw -d roxe0 -x "$1" -s 65536 -D 40 -F -p "$2" "${@:3}"; }
+# A long RDMA write stream: 40 seconds of 64 KiB writes. The process
+# itself is the background job ($!), so kill -9 reaches it.
+bw=(ib_write_bw -d roxe0 -s 65536 -D 40 -F)
 
 step=0
 for what in kill link-down link-delete; do
 	step=$((step + 1)); port=$((18700 + step))
 	gidx=$(up)
 	if [ "$ROXE_ROLE" = 1 ]; then
-		timeout -k 5 90 stream "$gidx" $port >"$ROXE_OUT/$what-server.log" 2>&1 &
+		"${bw[@]}" -x "$gidx" -p $port >"$ROXE_OUT/$what-server.log" 2>&1 &
 		pid=$!
 		wait_for 30 sh -c "ss -Hltn 'sport = :$port' | grep -q ."
 		roxe_signal "ready-$what"
@@ -34,9 +35,10 @@ for what in kill link-down link-delete; do
 		pass "$what: server stopped"
 	else
 		roxe_wait "ready-$what" 90 || fail "$what: the server never signalled"
-		timeout -k 5 90 stream "$gidx" $port 192.0.2.1 >"$ROXE_OUT/$what-client.log" 2>&1 &
+		"${bw[@]}" -x "$gidx" -p $port 192.0.2.1 >"$ROXE_OUT/$what-client.log" 2>&1 &
 		pid=$!
-		sleep 8   # transfers are running
+		sleep 8
+		check "ib_write_bw is running after 8 s" kill -0 $pid
 		case $what in
 		kill)
 			check "kill -9 of ib_write_bw in mid-transfer" kill -9 $pid ;;
@@ -52,12 +54,16 @@ for what in kill link-down link-delete; do
 			sleep 2
 			kill -9 $pid 2>/dev/null ;;
 		esac
+		# Whatever happened, the process ends; bounded in case it hangs.
+		for _ in $(seq 60); do kill -0 $pid 2>/dev/null || break; sleep 1; done
+		kill -9 $pid 2>/dev/null
 		wait $pid 2>/dev/null
 		roxe_signal "done-$what"
 	fi
 	# The address is back before the next round (link down drops routes).
 	wait_for 20 ping -c 1 -W 1 "$ROXE_PEER_IP"
 done
+up >/dev/null
 check "rdma link delete after the runs" rdma link delete roxe0
 check "rmmod roxe after the runs" rmmod roxe
 roxe_signal finished
