@@ -72,7 +72,7 @@ pub fn cqe(b: &[u8]) -> Cqe {
         sl: b[offset_of!(Cqe, sl)],
         dlid_path_bits: b[offset_of!(Cqe, dlid_path_bits)],
         port_num: b[offset_of!(Cqe, port_num)],
-        _reserved0: b[offset_of!(Cqe, _reserved0)],
+        network_hdr_type: b[offset_of!(Cqe, network_hdr_type)],
         _reserved: [0, 1, 2, 3].map(|i| u32_at(b, offset_of!(Cqe, _reserved) + 4 * i)),
     }
 }
