@@ -482,12 +482,13 @@ impl<T: Driver> Qp<T> {
             };
         }
         if this.is_user() {
-            // User QPs post through their rings only.
+            // User QPs post through their rings only; work requests through
+            // the write command are not offered.
             if !bad.is_null() {
                 // SAFETY: `bad` is the caller's out-pointer.
                 unsafe { *bad = wr };
             }
-            return EINVAL.to_errno();
+            return super::errno::eopnotsupp().to_errno();
         }
         let mut cur = wr;
         while !cur.is_null() {
