@@ -43,6 +43,9 @@ pub(crate) struct Cq<T: Driver> {
     data: T::Cq,
 }
 
+/// `IBV_WC_WITH_INV`: the CQE's `imm_data` is the invalidated rkey.
+const WC_WITH_INV: u32 = 8;
+
 impl<T: Driver> Cq<T> {
     /// The driver's data.
     pub(crate) fn data(&self) -> &T::Cq {
@@ -154,8 +157,13 @@ impl<T: Driver> Cq<T> {
             w.qp = index.raw(c.qp_num);
             w.ex.imm_data = c.imm_data;
             w.src_qp = c.src_qp;
-            // CAST: flag bits.
-            w.wc_flags = c.wc_flags as c_int;
+            // CAST: flag bits. `IB_WC_GRH` and `IB_WC_WITH_IMM` equal the
+            // `IBV_WC_*` bits the CQE carries; `IBV_WC_WITH_INV` does not.
+            w.wc_flags = (c.wc_flags & !WC_WITH_INV) as c_int;
+            if c.wc_flags & WC_WITH_INV != 0 {
+                // CAST: a flag bit.
+                w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as c_int;
+            }
             if c.network_hdr_type != 0 {
                 w.network_hdr_type = c.network_hdr_type;
                 // CAST: a flag bit.

@@ -114,6 +114,19 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
         udata: Option<&UData<'_>>,
     ) -> Result<Option<(Self::Mr, MrInfo)>>;
 
+    /// Allocates a fast-registration MR (`IB_MR_TYPE_MEM_REG`) for up to
+    /// `max_num_sg` pages.
+    fn alloc_mr(pd: &Pd<Self>, max_num_sg: u32) -> Result<(Self::Mr, MrInfo)>;
+
+    /// `ib_map_mr_sg` begins, for pages of `page_size` bytes.
+    fn map_mr_begin(mr: &Mr<Self>, page_size: u32) -> Result;
+
+    /// The next page (its DMA address) of an `ib_map_mr_sg`.
+    fn map_mr_page(mr: &Mr<Self>, addr: u64) -> Result;
+
+    /// `ib_map_mr_sg` mapped a range starting at `iova`.
+    fn map_mr_end(mr: &Mr<Self>, iova: u64);
+
     /// Deregisters an MR; on success its state is dropped.
     fn dereg_mr(mr: &Mr<Self>) -> Result;
 
@@ -194,11 +207,14 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Called just before an SRQ's state is dropped.
     fn destroy_srq(srq: &Srq<Self>);
 
+    /// A kernel consumer posts a receive to an SRQ.
+    fn post_srq_recv(srq: &Srq<Self>, wr_id: u64, sges: &[crate::uapi::Sge]) -> Result;
+
     /// Per-MW state.
     type Mw: Send + Sync;
 
     /// Allocates a memory window; returns its state and rkey.
-    fn alloc_mw(dev: &Device<Self>, mw_type: MwType, udata: Option<&UData<'_>>) -> Result<(Self::Mw, u32)>;
+    fn alloc_mw(dev: &Device<Self>, pd: &Pd<Self>, mw_type: MwType, udata: Option<&UData<'_>>) -> Result<(Self::Mw, u32)>;
 
     /// Frees a memory window.
     fn dealloc_mw(dev: &Device<Self>, mw: Self::Mw);
@@ -536,6 +552,76 @@ impl<T: Driver> Device<T> {
     }
 }
 
+/// A device of its own in sysfs (`/sys/devices/roxe-<name>`) to be an RDMA
+/// device's parent. It holds `net/<ifname>`, a link to the netdev, so tools
+/// that look for `/sys/class/infiniband/<dev>/device/net/` (rdma-core's
+/// pyverbs tests, for one) find the netdev. It is not the netdev's own
+/// parent: libibverbs would then match providers by that device's PCI id,
+/// and a hardware RNIC's provider could claim the roxe device.
+///
+/// # Invariants
+///
+/// `dev` is a registered root device and `net` a kobject under it holding
+/// a link named `link`; both are released on drop.
+pub(crate) struct ParentDevice {
+    dev: NonNull<bindings::device>,
+    net: NonNull<bindings::kobject>,
+    link: kernel::str::CString,
+}
+
+// SAFETY: The pointers name reference-counted kernel objects that any thread
+// may use and release.
+unsafe impl Send for ParentDevice {}
+// SAFETY: As above; `&ParentDevice` only hands out the device pointer.
+unsafe impl Sync for ParentDevice {}
+
+impl ParentDevice {
+    /// Creates `/sys/devices/roxe-<name>` with `net/<ndev's name>`.
+    pub(crate) fn new(module: &'static ThisModule, name: &CStr, ndev: &NetDevice) -> Result<Self> {
+        let dev_name = kernel::str::CString::try_from_fmt(kernel::fmt!("roxe-{}", name))?;
+        let link = kernel::str::CString::try_from_fmt(kernel::fmt!("{}", ndev.name()))?;
+        // SAFETY: The name is a valid C string, copied by the call; the
+        // module outlives the device (it is unregistered before unload).
+        let dev = kernel::error::from_err_ptr(unsafe {
+            bindings::__root_device_register(dev_name.as_char_ptr(), module.as_ptr().cast())
+        })?;
+        let dev = NonNull::new(dev).ok_or(ENOMEM)?;
+        // SAFETY: `dev` is live; the name is a static C string.
+        let net = unsafe { bindings::kobject_create_and_add(kernel::c_str!("net").as_char_ptr(), &raw mut (*dev.as_ptr()).kobj) };
+        let Some(net) = NonNull::new(net) else {
+            // SAFETY: Registered above, not used elsewhere.
+            unsafe { bindings::root_device_unregister(dev.as_ptr()) };
+            return Err(ENOMEM);
+        };
+        // SAFETY: Both kobjects are live; the name is copied.
+        let ret = unsafe {
+            bindings::sysfs_create_link(net.as_ptr(), &raw mut (*ndev.as_raw()).dev.kobj, link.as_char_ptr())
+        };
+        if ret != 0 {
+            // SAFETY: Created above, not used elsewhere.
+            unsafe {
+                bindings::kobject_put(net.as_ptr());
+                bindings::root_device_unregister(dev.as_ptr());
+            }
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: registered, with the link in place.
+        Ok(Self { dev, net, link })
+    }
+}
+
+impl Drop for ParentDevice {
+    fn drop(&mut self) {
+        // SAFETY: By the invariants all three exist and are ours to release.
+        // The RDMA device under `dev` holds its own reference to it.
+        unsafe {
+            bindings::sysfs_remove_link(self.net.as_ptr(), self.link.as_char_ptr());
+            bindings::kobject_put(self.net.as_ptr());
+            bindings::root_device_unregister(self.dev.as_ptr());
+        }
+    }
+}
+
 /// A device that is allocated but not registered.
 ///
 /// # Invariants
@@ -611,6 +697,8 @@ impl<T: Driver> NewDevice<T> {
         ops.reg_user_mr = Some(Mr::<T>::reg_user_cb);
         ops.dereg_mr = Some(Mr::<T>::dereg_cb);
         ops.rereg_user_mr = Some(Mr::<T>::rereg_user_cb);
+        ops.alloc_mr = Some(Mr::<T>::alloc_cb);
+        ops.map_mr_sg = Some(Mr::<T>::map_mr_sg_cb);
         ops.create_ah = Some(Ah::<T>::create_cb);
         ops.create_user_ah = Some(Ah::<T>::create_cb);
         ops.destroy_ah = Some(Ah::<T>::destroy_cb);
@@ -631,6 +719,7 @@ impl<T: Driver> NewDevice<T> {
         ops.modify_srq = Some(Srq::<T>::modify_cb);
         ops.query_srq = Some(Srq::<T>::query_cb);
         ops.destroy_srq = Some(Srq::<T>::destroy_cb);
+        ops.post_srq_recv = Some(Srq::<T>::post_recv_cb);
         ops.size_ib_srq = size_of::<Srq<T>>();
         ops.alloc_mw = Some(Mw::<T>::alloc_cb);
         ops.dealloc_mw = Some(Mw::<T>::dealloc_cb);
@@ -685,6 +774,24 @@ impl<T: Driver> NewDevice<T> {
             let g = (*s).group.get();
             (*g).attrs = ptrs;
         }
+    }
+
+    /// The driver's data.
+    pub(crate) fn data(&self) -> &T::Data {
+        // SAFETY: By the invariant the data is initialised; nothing else
+        // uses the unregistered device.
+        unsafe { &(*self.ptr.as_ptr()).data }
+    }
+
+    /// Makes `p` the device's parent in sysfs. `p` should live until the
+    /// device is unregistered (keep it in the driver data): the device holds
+    /// a reference to it either way, but removing the parent first takes
+    /// the device's sysfs directory with it.
+    pub(crate) fn set_parent(&self, p: &ParentDevice) {
+        // SAFETY: The device is unregistered and ours; `dev` is the union's
+        // active member, and `dev.parent` is read by `ib_register_device`,
+        // which takes its own reference.
+        unsafe { (*self.ptr.as_ptr().cast::<bindings::ib_device>()).__bindgen_anon_1.dev.parent = p.dev.as_ptr() };
     }
 
     /// Binds `ndev` to `port`; the RDMA core then manages the port's RoCE

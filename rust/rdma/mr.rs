@@ -160,6 +160,51 @@ impl<T: Driver> Mr<T> {
         }
     }
 
+    pub(super) unsafe extern "C" fn alloc_cb(
+        pd: *mut bindings::ib_pd,
+        mr_type: bindings::ib_mr_type,
+        max_num_sg: u32,
+    ) -> *mut bindings::ib_mr {
+        if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
+            return err_ptr(kernel::error::code::EINVAL);
+        }
+        // SAFETY: The core passes a live PD of this device.
+        let pd = unsafe { Pd::<T>::from_raw(pd) };
+        match T::alloc_mr(pd, max_num_sg).and_then(|(d, i)| Self::publish(d, i)) {
+            Ok(p) => p,
+            Err(e) => err_ptr(e),
+        }
+    }
+
+    unsafe extern "C" fn set_page_cb(mr: *mut bindings::ib_mr, addr: u64) -> c_int {
+        // SAFETY: `ib_sg_to_pages` passes the MR `map_mr_sg_cb` gave it.
+        let this = unsafe { &*mr.cast::<Self>() };
+        match T::map_mr_page(this, addr) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    pub(super) unsafe extern "C" fn map_mr_sg_cb(
+        mr: *mut bindings::ib_mr,
+        sg: *mut bindings::scatterlist,
+        sg_nents: c_int,
+        sg_offset: *mut kernel::ffi::c_uint,
+    ) -> c_int {
+        // SAFETY: `mr` came from `alloc_cb`; `ib_map_mr_sg` set its
+        // `page_size` before calling.
+        let (this, page_size) = unsafe { (&*mr.cast::<Self>(), (*mr).page_size) };
+        if let Err(e) = T::map_mr_begin(this, page_size) {
+            return e.to_errno();
+        }
+        // SAFETY: The core's arguments are passed on unchanged; the
+        // callback only touches the driver's page list.
+        let n = unsafe { bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(Self::set_page_cb)) };
+        // SAFETY: `ib_sg_to_pages` set `iova` to the first mapped byte.
+        T::map_mr_end(this, unsafe { (*mr).iova });
+        n
+    }
+
     pub(super) unsafe extern "C" fn dereg_cb(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> c_int {
         let this = mr.cast::<Self>();
         // SAFETY: `mr` came from `publish` and the core calls dereg once,

@@ -3,6 +3,7 @@
 //! Memory windows (`struct ib_mw`).
 
 use super::device::{Device, Driver};
+use super::pd::Pd;
 use super::udata::UData;
 use crate::bindings;
 use core::ptr::addr_of_mut;
@@ -39,8 +40,10 @@ impl<T: Driver> Mw<T> {
 
     pub(super) unsafe extern "C" fn alloc_cb(mw: *mut bindings::ib_mw, udata: *mut bindings::ib_udata) -> c_int {
         from_result(|| {
-            // SAFETY: The core set `type` and `device` before the call.
-            let (t, dev) = unsafe { ((*mw).type_, Device::<T>::from_raw((*mw).device)) };
+            // SAFETY: The core set `type`, `device` and `pd` (a live PD of
+            // the device) before the call.
+            let (t, dev, pd) =
+                unsafe { ((*mw).type_, Device::<T>::from_raw((*mw).device), Pd::<T>::from_raw((*mw).pd)) };
             let t = match t {
                 bindings::ib_mw_type_IB_MW_TYPE_1 => MwType::One,
                 bindings::ib_mw_type_IB_MW_TYPE_2 => MwType::Two,
@@ -48,7 +51,7 @@ impl<T: Driver> Mw<T> {
             };
             // SAFETY: NULL or the call's valid udata.
             let udata = unsafe { UData::from_raw(udata) };
-            let (data, rkey) = T::alloc_mw(dev, t, udata.as_ref())?;
+            let (data, rkey) = T::alloc_mw(dev, pd, t, udata.as_ref())?;
             let this = mw.cast::<Self>();
             // SAFETY: Room for `data` (`size_ib_mw`); not initialised yet.
             unsafe {

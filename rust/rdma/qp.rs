@@ -548,7 +548,7 @@ impl<T: Driver> Qp<T> {
 /// # Safety
 ///
 /// `list` must point to `n` valid `ib_sge`s when `n > 0`.
-unsafe fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<(usize, [crate::uapi::Sge; MAX_SGE])> {
+pub(super) unsafe fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<(usize, [crate::uapi::Sge; MAX_SGE])> {
     let n = usize::try_from(n).map_err(|_| EINVAL)?;
     if n > MAX_SGE {
         return Err(EINVAL);
@@ -576,9 +576,14 @@ pub(crate) struct SendWr<'a, T: Driver> {
     pub(crate) imm_data: u32,
     sge_list: [crate::uapi::Sge; MAX_SGE],
     num_sge: usize,
+    /// RDMA and atomics: the remote address. `IB_WR_REG_MR`: the MR's
+    /// first byte.
     pub(crate) remote_addr: u64,
+    /// RDMA and atomics: the remote key. `IB_WR_REG_MR`: the new key.
     pub(crate) rkey: u32,
+    /// Atomics: the compare or add operand. `IB_WR_REG_MR`: the length.
     pub(crate) compare_add: u64,
+    /// Atomics: the swap operand. `IB_WR_REG_MR`: the access rights.
     pub(crate) swap: u64,
     /// UD: the address handle.
     pub(crate) ah: Option<&'a super::ah::Ah<T>>,
@@ -632,6 +637,20 @@ impl<T: Driver> SendWr<'_, T> {
                 out.rkey = a.rkey;
                 out.compare_add = a.compare_add;
                 out.swap = a.swap;
+            }
+            bindings::ib_wr_opcode_IB_WR_REG_MR => {
+                // SAFETY: `IB_WR_REG_MR` comes in an `ib_reg_wr`, naming an
+                // MR of this device that `ib_map_mr_sg` mapped, which set
+                // its `iova` and `length`.
+                let (r, iova, length) = unsafe {
+                    let r = &*wr.cast::<bindings::ib_reg_wr>();
+                    (r, (*r.mr).iova, (*r.mr).length)
+                };
+                out.rkey = r.key;
+                out.remote_addr = iova;
+                out.compare_add = length;
+                // CAST: flag bits.
+                out.swap = u64::from(r.access as u32);
             }
             _ => {}
         }

@@ -2,7 +2,7 @@
 """Check the data that RDMA writes, reads, sends and atomics move between two hosts.
 
 usage: rdma-verify.py --dev DEV --gid-index N [-p PORT] [--mtu 1024[,256...]]
-                      [--sizes 1,7,...] [--ops write,read,send,imm,atomic]
+                      [--sizes 1,7,...] [--ops write,read,send,imm,atomic,awrite]
                       [SERVER_IP]
 
 Without SERVER_IP this is the server: it sets up its RDMA resources, then
@@ -41,6 +41,8 @@ Tests, for each path MTU given:
   atomic  FETCH_AND_ADD, a COMPARE_AND_SWAP that swaps and one that does
           not (`fetch-add 8`, `cmp-swap 8`, `cmp-swap-miss 8`): the original
           value returned and the server's memory afterwards.
+  awrite  ATOMIC WRITE of 8 bytes (`atomic-write 8`): the server's memory
+          afterwards, and the client's source unchanged.
 
 Every wait is bounded: a completion that does not come within --timeout
 seconds fails its test, and the peer's silence fails the run. After a
@@ -68,7 +70,7 @@ from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 DEFAULT_SIZES = "1,7,64,1000,1024,1025,4096,65536,65537,1048576,8388608"
-OPS = ["write", "read", "send", "imm", "atomic"]
+OPS = ["write", "read", "send", "imm", "atomic", "awrite"]
 MTUS = {256: e.IBV_MTU_256, 512: e.IBV_MTU_512, 1024: e.IBV_MTU_1024,
         2048: e.IBV_MTU_2048, 4096: e.IBV_MTU_4096}
 
@@ -111,6 +113,7 @@ WC_OPCODE = {e.IBV_WC_SEND: "IBV_WC_SEND",
              e.IBV_WC_RDMA_READ: "IBV_WC_RDMA_READ",
              e.IBV_WC_COMP_SWAP: "IBV_WC_COMP_SWAP",
              e.IBV_WC_FETCH_ADD: "IBV_WC_FETCH_ADD",
+             e.IBV_WC_ATOMIC_WRITE: "IBV_WC_ATOMIC_WRITE",
              e.IBV_WC_RECV: "IBV_WC_RECV",
              e.IBV_WC_RECV_RDMA_WITH_IMM: "IBV_WC_RECV_RDMA_WITH_IMM"}
 INVERT = bytes(255 - i for i in range(256))
@@ -188,6 +191,9 @@ class Test:
                     operand, 0, orig, (orig + operand) % (1 << 64))
         if self.op == "cmp-swap":
             return cas, e.IBV_WC_COMP_SWAP, orig, swap, orig, swap
+        if self.op == "atomic-write":
+            # The 8 bytes to store come from the client's buffer.
+            return e.IBV_WR_ATOMIC_WRITE, e.IBV_WC_ATOMIC_WRITE, operand, 0, orig, operand
         # cmp-swap-miss: the compare value differs from memory in bit 63
         # only, so a responder that compares 32 bits would wrongly swap.
         return cas, e.IBV_WC_COMP_SWAP, orig ^ (1 << 63), swap, orig, orig
@@ -560,6 +566,13 @@ class Client:
                 wr = ep.post_send(e.IBV_WR_RDMA_WRITE_WITH_IMM, CLIENT_OFF, t.size,
                                   raddr, rkey, imm=socket.htonl(t.imm))
                 ep.wait(wr, e.IBV_WC_RDMA_WRITE, tmo)
+        elif t.op == "atomic-write":
+            wr_op, wc_op, value, _, _, _ = t.atomic()
+            ep.fill(t, ATOMIC_OFF, u64(value))
+            wr = ep.post_send(wr_op, ATOMIC_OFF, 8, peer["addr"] + ATOMIC_OFF, rkey)
+            ep.wait(wr, wc_op, tmo)
+            # The source is only read.
+            ep.check(t, ATOMIC_OFF, u64(value))
         else:
             wr_op, wc_op, compare_add, swap, before, _ = t.atomic()
             # The original value lands in our 8 bytes at ATOMIC_OFF; fill
@@ -582,6 +595,8 @@ class Client:
                     tests += [(mtu, op, s) for s in a.sizes if s <= a.send_max]
                 elif op == "imm":
                     tests.append((mtu, op, a.imm_size))
+                elif op == "awrite":
+                    tests.append((mtu, "atomic-write", 8))
                 else:
                     tests += [(mtu, name, 8) for name in ("fetch-add", "cmp-swap", "cmp-swap-miss")]
         return tests

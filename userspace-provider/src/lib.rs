@@ -13,8 +13,10 @@
 //! extended polling without system calls, `req_notify_cq`, `resize_cq`),
 //! address handles, queue pairs and shared receive queues whose work
 //! requests go straight into user-mapped rings ([`wq`], [`qp`]; sends ring a
-//! doorbell, receives need no system call), and memory windows. Every other
-//! verb is left NULL, so libibverbs' own dummy answers `EOPNOTSUPP`.
+//! doorbell, receives need no system call; sends also through the
+//! `ibv_wr_*` interface), and memory windows, bound through the send ring.
+//! Every other verb is left NULL, so libibverbs' own dummy answers
+//! `EOPNOTSUPP`.
 //!
 //! All `unsafe` code lives in the private `ffi` module.
 

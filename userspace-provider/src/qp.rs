@@ -12,12 +12,18 @@
 //!
 //! [`SendQueue`] and [`RecvQueue`] are the parts of a QP (or SRQ) that its
 //! send lock and its receive lock guard; the `ffi` module owns the locks,
-//! walks the caller's work-request lists and rings the doorbell.
+//! walks the caller's work-request lists and rings the doorbell. A
+//! `SendQueue` can also collect a batch of the `ibv_wr_*` interface
+//! (`SendQueue::wr_start` to `SendQueue::wr_complete`), which it writes
+//! into the same ring and publishes all at once, or not at all.
+//!
+//! Memory-window binds travel as send WQEs too: [`bind_fields`] checks one
+//! and gives the fields `roxe_uapi` defines for it.
 
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
 
-use roxe_uapi::{RecvWqe, RingInfo, SendWqe, Sge};
+use roxe_uapi::{BIND_TYPE1, RecvWqe, RingInfo, SendWqe, Sge};
 
 use crate::abi::ibv;
 use crate::errno::Errno;
@@ -31,23 +37,64 @@ pub const RECV_WQE_HEADER: usize = size_of::<RecvWqe>();
 pub const SGE_SIZE: usize = size_of::<Sge>();
 
 /// The `ibv_qp_init_attr_ex.comp_mask` bits roxe accepts: the PD (which a
-/// QP must have) and creation flags, as long as none is set.
-pub const SUPPORTED_INIT_ATTR_MASK: u32 = ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_CREATE_FLAGS;
+/// QP must have), creation flags as long as none is set, and the send ops
+/// of the `ibv_wr_*` interface.
+pub const SUPPORTED_INIT_ATTR_MASK: u32 =
+    ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_CREATE_FLAGS | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS;
+
+/// The `ibv_wr_*` builders an RC QP offers: every operation but TSO (an
+/// Ethernet-only feature).
+pub const RC_SEND_OPS: u64 = ibv::QP_EX_WITH_RDMA_WRITE
+    | ibv::QP_EX_WITH_ATOMIC_WRITE
+    | ibv::QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | ibv::QP_EX_WITH_SEND
+    | ibv::QP_EX_WITH_SEND_WITH_IMM
+    | ibv::QP_EX_WITH_RDMA_READ
+    | ibv::QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | ibv::QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | ibv::QP_EX_WITH_LOCAL_INV
+    | ibv::QP_EX_WITH_BIND_MW
+    | ibv::QP_EX_WITH_SEND_WITH_INV;
+
+/// The `ibv_wr_*` builders a UC QP offers: no RDMA Read and no atomics,
+/// which UC does not have, and, as in rdma-core's rxe provider, no local
+/// invalidate.
+pub const UC_SEND_OPS: u64 = ibv::QP_EX_WITH_RDMA_WRITE
+    | ibv::QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | ibv::QP_EX_WITH_SEND
+    | ibv::QP_EX_WITH_SEND_WITH_IMM
+    | ibv::QP_EX_WITH_BIND_MW
+    | ibv::QP_EX_WITH_SEND_WITH_INV;
+
+/// The `ibv_wr_*` builders a UD QP offers: sends.
+pub const UD_SEND_OPS: u64 = ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_SEND_WITH_IMM;
 
 /// Checks the fields of an `ibv_qp_init_attr_ex` that roxe interprets.
 ///
 /// Fails with `EOPNOTSUPP` for QP types other than RC, UC and UD, for
-/// `comp_mask` bits roxe does not support (XRC domains, TSO, RSS, the
-/// `ibv_wr_*` send interface, ...) and for any creation flag; with `EINVAL`
-/// if no PD is given.
-pub fn check_init_attr(qp_type: u32, comp_mask: u32, create_flags: u32) -> Result<(), Errno> {
+/// `comp_mask` bits roxe does not support (XRC domains, TSO, RSS, ...), for
+/// any creation flag, and with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` for a
+/// `send_ops_flags` bit that is not in [`RC_SEND_OPS`], [`UC_SEND_OPS`] or
+/// [`UD_SEND_OPS`] for the QP's type; with `EINVAL` if no PD is given.
+pub fn check_init_attr(
+    qp_type: u32,
+    comp_mask: u32,
+    create_flags: u32,
+    send_ops_flags: u64,
+) -> Result<(), Errno> {
     if comp_mask & !SUPPORTED_INIT_ATTR_MASK != 0 {
         return Err(Errno::EOPNOTSUPP);
     }
     if comp_mask & ibv::QP_INIT_ATTR_CREATE_FLAGS != 0 && create_flags != 0 {
         return Err(Errno::EOPNOTSUPP);
     }
-    if !matches!(qp_type, ibv::QPT_RC | ibv::QPT_UC | ibv::QPT_UD) {
+    let send_ops = match qp_type {
+        ibv::QPT_RC => RC_SEND_OPS,
+        ibv::QPT_UC => UC_SEND_OPS,
+        ibv::QPT_UD => UD_SEND_OPS,
+        _ => return Err(Errno::EOPNOTSUPP),
+    };
+    if comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0 && send_ops_flags & !send_ops != 0 {
         return Err(Errno::EOPNOTSUPP);
     }
     if comp_mask & ibv::QP_INIT_ATTR_PD == 0 {
@@ -111,19 +158,23 @@ pub enum WrPart {
     Atomic,
     /// `wr.ud`: every work request on a UD QP.
     Ud,
+    /// `bind_mw`, the member of the last union: memory-window binds.
+    Bind,
 }
 
 /// Which member of `ibv_send_wr.wr` a work request with `opcode` uses on
 /// a QP of `qp_type`, as in libibverbs' `ibv_cmd_post_send`.
 ///
-/// Fails with `EOPNOTSUPP` for memory-window binds: a [`SendWqe`] has no
-/// room for the MR, range and access flags of a bind, so the kernel could
-/// never carry one out. Other opcodes are passed on unchecked; the kernel's
-/// doorbell completes one it does not accept with an error and moves the QP
-/// to ERR.
+/// Memory-window binds read `bind_mw` (see [`bind_fields`]); they fail
+/// with `EINVAL` on QPs other than RC and UC, which cannot bind. Other
+/// opcodes are passed on unchecked; the kernel's doorbell completes one it
+/// does not accept with an error and moves the QP to ERR.
 pub fn wr_part(qp_type: u32, opcode: u32) -> Result<WrPart, Errno> {
     if opcode == ibv::WR_BIND_MW {
-        return Err(Errno::EOPNOTSUPP);
+        return match qp_type {
+            ibv::QPT_RC | ibv::QPT_UC => Ok(WrPart::Bind),
+            _ => Err(Errno::EINVAL),
+        };
     }
     if qp_type == ibv::QPT_UD {
         return Ok(WrPart::Ud);
@@ -169,6 +220,106 @@ pub enum WrFields {
         /// Destination Q_Key.
         remote_qkey: u32,
     },
+    /// A memory-window bind, as [`bind_fields`] checked it.
+    Bind {
+        /// The window's new rkey.
+        rkey: u32,
+        /// The lkey of the MR underneath; 0 without one.
+        mr_lkey: u32,
+        /// The first byte the window exposes.
+        addr: u64,
+        /// How many bytes it exposes.
+        length: u64,
+        /// The window's `IBV_ACCESS_*` rights.
+        access: u32,
+        /// Whether the bind came through `ibv_bind_mw`.
+        type1: bool,
+    },
+}
+
+/// `ibv_inc_rkey`: `rkey` with its low 8 bits (the key the consumer owns)
+/// advanced by one, wrapping, and its upper 24 bits (which name the
+/// window) unchanged.
+pub fn inc_rkey(rkey: u32) -> u32 {
+    (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+}
+
+/// How a memory-window bind was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindVia {
+    /// `ibv_bind_mw`, the verb for type 1 windows.
+    Verb,
+    /// A bind work request (`IBV_WR_BIND_MW` in `ibv_post_send`, or
+    /// `ibv_wr_bind_mw`), for type 2 windows.
+    WorkRequest,
+}
+
+/// A memory-window bind as the caller described it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bind {
+    /// `ibv_mw.type` (`enum ibv_mw_type`).
+    pub mw_type: u32,
+    /// `ibv_mw.rkey`: the window's rkey as its last `ibv_bind_mw` left it.
+    pub mw_rkey: u32,
+    /// The new rkey a bind work request asks for. `ibv_bind_mw` takes
+    /// [`inc_rkey`] of `mw_rkey` instead and ignores this.
+    pub rkey: u32,
+    /// The lkey of `bind_info.mr`, or `None` if it is NULL.
+    pub mr_lkey: Option<u32>,
+    /// `bind_info.addr`.
+    pub addr: u64,
+    /// `bind_info.length`.
+    pub length: u64,
+    /// `bind_info.mw_access_flags`.
+    pub access: u32,
+}
+
+/// Checks a memory-window bind and gives the fields of its WQE.
+///
+/// The kernel checks the bind again against the window, the MR and the
+/// QP, and completes one it refuses with `IBV_WC_MW_BIND_ERR`; this
+/// refuses, with `EINVAL`, what is wrong before the bind reaches the ring:
+/// a type 2 window through `ibv_bind_mw` or a type 1 window (or an unknown
+/// type) through a work request, a zero-based type 1 window, an MR-less
+/// bind of a non-empty range, and a work request whose new rkey names
+/// another window (its upper 24 bits differ from the window's): the kernel
+/// finds the window by those bits.
+pub fn bind_fields(via: BindVia, b: &Bind) -> Result<WrFields, Errno> {
+    let rkey = match via {
+        BindVia::Verb => {
+            if b.mw_type != ibv::MW_TYPE_1 || b.access & ibv::ACCESS_ZERO_BASED != 0 {
+                return Err(Errno::EINVAL);
+            }
+            inc_rkey(b.mw_rkey)
+        }
+        BindVia::WorkRequest => {
+            if b.mw_type != ibv::MW_TYPE_2 || (b.rkey ^ b.mw_rkey) & !0xff != 0 {
+                return Err(Errno::EINVAL);
+            }
+            b.rkey
+        }
+    };
+    if b.mr_lkey.is_none() && b.length != 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(WrFields::Bind {
+        rkey,
+        mr_lkey: b.mr_lkey.unwrap_or(0),
+        addr: b.addr,
+        length: b.length,
+        access: b.access,
+        type1: via == BindVia::Verb,
+    })
+}
+
+/// Checks the parts of a bind work request that a bind has no use for: it
+/// carries no SGEs and no immediate data (`EINVAL` otherwise, as in
+/// rdma-core's rxe provider).
+pub fn check_bind_wr(num_sge: c_int, imm_data: u32) -> Result<(), Errno> {
+    if num_sge != 0 || imm_data != 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
 }
 
 /// The fixed part of a send WQE for a work request, without its SGE or
@@ -176,6 +327,8 @@ pub enum WrFields {
 ///
 /// `imm_data` is the union of `imm_data` and `invalidate_rkey`; it is
 /// copied unchanged, and a local invalidate also carries its key in `rkey`.
+/// A bind carries its MR's lkey in `imm_data` instead, and its rights and
+/// `roxe_uapi::BIND_TYPE1` in `swap`.
 pub fn send_wqe(
     wr_id: u64,
     opcode: u32,
@@ -215,6 +368,20 @@ pub fn send_wqe(
             w.ah_num = ah_num;
             w.remote_qpn = remote_qpn;
             w.remote_qkey = remote_qkey;
+        }
+        WrFields::Bind {
+            rkey,
+            mr_lkey,
+            addr,
+            length,
+            access,
+            type1,
+        } => {
+            w.rkey = rkey;
+            w.imm_data = mr_lkey;
+            w.remote_addr = addr;
+            w.compare_add = length;
+            w.swap = u64::from(access) | if type1 { BIND_TYPE1 } else { 0 };
         }
     }
     if opcode == ibv::WR_LOCAL_INV {
@@ -307,7 +474,8 @@ pub fn inline_len(sges: &[ibv::Sge], max_inline: u32) -> Result<u32, Errno> {
     Ok(total)
 }
 
-/// A QP's send queue: its ring, and the limits the kernel granted.
+/// A QP's send queue: its ring, the limits the kernel granted, and the
+/// state of the `ibv_wr_*` interface if the QP offers it.
 ///
 /// # Invariants
 ///
@@ -318,6 +486,58 @@ pub struct SendQueue<M> {
     ring: Producer<M>,
     max_sge: u32,
     max_inline: u32,
+    wr: Option<WrBuilder>,
+}
+
+/// The `ibv_wr_*` interface of a send queue: the work request being
+/// built, and the first error since `wr_start`.
+///
+/// A builder (`ibv_wr_send`, `ibv_wr_rdma_write`, ...) starts a work
+/// request; the setters that follow (`ibv_wr_set_sge`,
+/// `ibv_wr_set_ud_addr`, ...) fill it in, in any order. It goes into the
+/// ring when the next builder starts or the batch completes, and becomes
+/// visible to the kernel only when the whole batch does. Its SGEs and
+/// inline bytes wait in buffers sized when the QP was created, so building
+/// never allocates.
+///
+/// # Invariants
+///
+/// `sges` has room for `max_sge` entries and `inline` for `max_inline`
+/// bytes, allocated up front.
+#[derive(Debug)]
+struct WrBuilder {
+    /// The work request the last builder started.
+    pending: Option<Pending>,
+    /// The first error since `wr_start`; the batch fails with it.
+    error: Option<Errno>,
+    /// Whether the QP is UD: its work requests need `ibv_wr_set_ud_addr`.
+    ud: bool,
+    /// The pending work request's SGEs, with [`Payload::Sges`].
+    sges: Vec<ibv::Sge>,
+    /// The pending work request's inline bytes, with [`Payload::Inline`].
+    inline: Vec<u8>,
+}
+
+/// A work request a builder started.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    /// Its fixed part; the counts are filled in when it is written.
+    wqe: SendWqe,
+    /// Where its data is.
+    payload: Payload,
+    /// Whether `ibv_wr_set_ud_addr` gave it a destination.
+    has_ud_addr: bool,
+}
+
+/// The data of a pending work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Payload {
+    /// None (yet).
+    None,
+    /// The SGEs in `WrBuilder::sges`.
+    Sges,
+    /// The bytes in `WrBuilder::inline`.
+    Inline,
 }
 
 impl<M: WqMemory> SendQueue<M> {
@@ -341,6 +561,7 @@ impl<M: WqMemory> SendQueue<M> {
             ring,
             max_sge,
             max_inline,
+            wr: None,
         })
     }
 
@@ -416,6 +637,251 @@ impl<M: WqMemory> SendQueue<M> {
     pub fn ring(&self) -> &Producer<M> {
         &self.ring
     }
+
+    /// Offers the `ibv_wr_*` interface on this queue, for a UD QP if `ud`:
+    /// allocates room for the SGEs and inline bytes of one work request.
+    ///
+    /// Fails with `ENOMEM`.
+    pub fn enable_wr(&mut self, ud: bool) -> Result<(), Errno> {
+        let sges = usize::try_from(self.max_sge).map_err(|_| Errno::ENOMEM)?;
+        let bytes = usize::try_from(self.max_inline).map_err(|_| Errno::ENOMEM)?;
+        let mut b = WrBuilder {
+            pending: None,
+            error: None,
+            ud,
+            sges: Vec::new(),
+            inline: Vec::new(),
+        };
+        b.sges.try_reserve_exact(sges).map_err(|_| Errno::ENOMEM)?;
+        b.inline
+            .try_reserve_exact(bytes)
+            .map_err(|_| Errno::ENOMEM)?;
+        // INVARIANT: the room was just reserved.
+        self.wr = Some(b);
+        Ok(())
+    }
+
+    /// `ibv_wr_start`: starts a batch with no work request and no error.
+    pub fn wr_start(&mut self) {
+        self.wr_abort();
+    }
+
+    /// A builder: writes the pending work request into the ring (not
+    /// published) and starts `wqe`, or keeps the builder's error.
+    ///
+    /// The counts of `wqe` are replaced, and `IBV_SEND_INLINE` in its send
+    /// flags is set or cleared, by the setters that follow.
+    pub fn wr_build(&mut self, wqe: Result<SendWqe, Errno>) {
+        self.wr_flush();
+        let Some(b) = self.wr.as_mut() else {
+            return;
+        };
+        match wqe {
+            Ok(wqe) => {
+                b.pending = Some(Pending {
+                    wqe,
+                    payload: Payload::None,
+                    has_ud_addr: false,
+                });
+            }
+            Err(err) => {
+                b.pending = None;
+                b.error.get_or_insert(err);
+            }
+        }
+    }
+
+    /// Fails the batch with `err`, unless it failed already.
+    pub fn wr_fail(&mut self, err: Errno) {
+        if let Some(b) = self.wr.as_mut() {
+            b.error.get_or_insert(err);
+        }
+    }
+
+    /// The builder, if a work request is pending and the batch has not
+    /// failed; fails the batch with `EINVAL` if there is no work request
+    /// to set anything on.
+    fn wr_target(&mut self) -> Option<&mut WrBuilder> {
+        let b = self.wr.as_mut()?;
+        if b.error.is_some() {
+            return None;
+        }
+        if b.pending.is_none() {
+            b.error = Some(Errno::EINVAL);
+            return None;
+        }
+        Some(b)
+    }
+
+    /// `ibv_wr_set_ud_addr` with the AH already turned into roxe's AH
+    /// number. Fails the batch with `EINVAL` on a QP that is not UD.
+    pub fn wr_set_ud(&mut self, ah_num: u32, remote_qpn: u32, remote_qkey: u32) {
+        let Some(b) = self.wr_target() else {
+            return;
+        };
+        if !b.ud {
+            b.error = Some(Errno::EINVAL);
+            return;
+        }
+        if let Some(p) = b.pending.as_mut() {
+            p.wqe.ah_num = ah_num;
+            p.wqe.remote_qpn = remote_qpn;
+            p.wqe.remote_qkey = remote_qkey;
+            p.has_ud_addr = true;
+        }
+    }
+
+    /// `ibv_wr_set_sge`: one SGE, or none if its length is 0 (as in
+    /// rdma-core's rxe provider).
+    pub fn wr_set_sge(&mut self, sge: ibv::Sge) {
+        if sge.length == 0 {
+            self.wr_set_sge_list(&[]);
+        } else {
+            self.wr_set_sge_list(&[sge]);
+        }
+    }
+
+    /// `ibv_wr_set_sge_list`. Fails the batch with `EINVAL` for more than
+    /// [`SendQueue::max_sge`] SGEs.
+    pub fn wr_set_sge_list(&mut self, sges: &[ibv::Sge]) {
+        let max = self.max_sge;
+        let Some(b) = self.wr_target() else {
+            return;
+        };
+        if u32::try_from(sges.len()).map_or(true, |n| n > max) {
+            b.error = Some(Errno::EINVAL);
+            return;
+        }
+        b.sges.clear();
+        // No allocation: `sges` has room for `max_sge` (invariant).
+        b.sges.extend_from_slice(sges);
+        if let Some(p) = b.pending.as_mut() {
+            p.payload = Payload::Sges;
+        }
+    }
+
+    /// `ibv_wr_set_inline_data` and `ibv_wr_set_inline_data_list`: copies
+    /// the bytes of `bufs` now, so the caller may reuse them at once.
+    /// `copy` copies one buffer into the slice it is given (exactly
+    /// `buf.length` bytes, for every buffer with a non-zero length, in
+    /// order).
+    ///
+    /// Fails the batch, with nothing copied, with `EINVAL` if the buffers
+    /// hold more than [`SendQueue::max_inline`] bytes.
+    pub fn wr_set_inline(
+        &mut self,
+        bufs: &[ibv::DataBuf],
+        mut copy: impl FnMut(&ibv::DataBuf, &mut [u8]),
+    ) {
+        let max = self.max_inline;
+        let Some(b) = self.wr_target() else {
+            return;
+        };
+        let total = bufs
+            .iter()
+            .try_fold(0usize, |acc, d| acc.checked_add(d.length));
+        if total.is_none_or(|t| u32::try_from(t).map_or(true, |t| t > max)) {
+            b.error = Some(Errno::EINVAL);
+            return;
+        }
+        b.inline.clear();
+        for d in bufs.iter().filter(|d| d.length != 0) {
+            let start = b.inline.len();
+            // No allocation: the total fits `max_inline` (invariant).
+            b.inline.resize(start + d.length, 0);
+            if let Some(dst) = b.inline.get_mut(start..) {
+                copy(d, dst);
+            }
+        }
+        if let Some(p) = b.pending.as_mut() {
+            p.payload = Payload::Inline;
+        }
+    }
+
+    /// Writes the pending work request into the ring (not published),
+    /// unless the batch has failed; fails the batch if that does not work:
+    /// `EINVAL` for a UD work request without a destination, and as
+    /// [`Producer::push`] fails (`ENOMEM` for a full ring).
+    fn wr_flush(&mut self) {
+        let Some(b) = self.wr.as_mut() else {
+            return;
+        };
+        let Some(p) = b.pending.take() else {
+            return;
+        };
+        if b.error.is_some() {
+            return;
+        }
+        if b.ud && !p.has_ud_addr {
+            b.error = Some(Errno::EINVAL);
+            return;
+        }
+        let (sges, inline): (&[ibv::Sge], &[u8]) = match p.payload {
+            Payload::None => (&[], &[]),
+            Payload::Sges => (&b.sges, &[]),
+            Payload::Inline => (&[], &b.inline),
+        };
+        if let Err(err) = write_pending(&mut self.ring, &p, sges, inline) {
+            b.error = Some(err);
+        }
+    }
+
+    /// `ibv_wr_complete`, up to the doorbell: writes the pending work
+    /// request and publishes the batch; returns whether there was anything
+    /// to publish.
+    ///
+    /// If the batch failed, nothing of it is published, the error it
+    /// failed with is returned, and its WQEs are discarded. Fails with
+    /// `EINVAL` on a queue without the `ibv_wr_*` interface.
+    pub fn wr_complete(&mut self) -> Result<bool, Errno> {
+        self.wr_flush();
+        let failed = match self.wr.as_mut() {
+            Some(b) => b.error.take(),
+            None => Some(Errno::EINVAL),
+        };
+        if let Some(err) = failed {
+            self.ring.discard();
+            return Err(err);
+        }
+        Ok(self.ring.publish())
+    }
+
+    /// `ibv_wr_abort`: discards every work request of the batch.
+    pub fn wr_abort(&mut self) {
+        if let Some(b) = self.wr.as_mut() {
+            b.pending = None;
+            b.error = None;
+        }
+        self.ring.discard();
+    }
+}
+
+/// Writes the pending work request `p` into `ring`, with `sges` or
+/// `inline` bytes (at most one of them non-empty). `IBV_SEND_INLINE` is
+/// set in the WQE exactly when its data is inline.
+fn write_pending<M: WqMemory>(
+    ring: &mut Producer<M>,
+    p: &Pending,
+    sges: &[ibv::Sge],
+    inline: &[u8],
+) -> Result<(), Errno> {
+    let w = SendWqe {
+        send_flags: match p.payload {
+            Payload::Inline => p.wqe.send_flags | ibv::SEND_INLINE,
+            Payload::None | Payload::Sges => p.wqe.send_flags & !ibv::SEND_INLINE,
+        },
+        num_sge: u32::try_from(sges.len()).map_err(|_| Errno::EINVAL)?,
+        inline_len: u32::try_from(inline.len()).map_err(|_| Errno::EINVAL)?,
+        ..p.wqe
+    };
+    ring.push(|out| {
+        let mut slot = SlotWriter { buf: out };
+        slot.send_header(&w)?;
+        slot.sges(SEND_WQE_HEADER, sges)?;
+        let data = wqe_len(SEND_WQE_HEADER, sges.len())?;
+        slot.put(data, inline)?;
+        data.checked_add(inline.len()).ok_or(Errno::EINVAL)
+    })
 }
 
 /// A receive queue (a QP's own, or an SRQ): its ring, and the SGE limit
@@ -568,16 +1034,16 @@ mod tests {
     fn init_attr_checks() {
         let pd = ibv::QP_INIT_ATTR_PD;
         for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD] {
-            assert_eq!(check_init_attr(t, pd, 0), Ok(()));
+            assert_eq!(check_init_attr(t, pd, 0, 0), Ok(()));
             assert_eq!(
-                check_init_attr(t, pd | ibv::QP_INIT_ATTR_CREATE_FLAGS, 0),
+                check_init_attr(t, pd | ibv::QP_INIT_ATTR_CREATE_FLAGS, 0, 0),
                 Ok(())
             );
         }
         // XRC, raw packet and driver QPs.
         for t in [9, 10, 8, 0xff, 0, 5] {
             assert_eq!(
-                check_init_attr(t, pd, 0),
+                check_init_attr(t, pd, 0, 0),
                 Err(Errno::EOPNOTSUPP),
                 "type {t}"
             );
@@ -587,11 +1053,10 @@ mod tests {
             ibv::QP_INIT_ATTR_MAX_TSO_HEADER,
             ibv::QP_INIT_ATTR_IND_TABLE,
             ibv::QP_INIT_ATTR_RX_HASH,
-            ibv::QP_INIT_ATTR_SEND_OPS_FLAGS,
             1 << 7,
         ] {
             assert_eq!(
-                check_init_attr(ibv::QPT_RC, pd | bit, 0),
+                check_init_attr(ibv::QPT_RC, pd | bit, 0, 0),
                 Err(Errno::EOPNOTSUPP),
                 "mask {bit:#x}"
             );
@@ -600,13 +1065,47 @@ mod tests {
         for flag in [1 << 1, 1 << 10] {
             let mask = pd | ibv::QP_INIT_ATTR_CREATE_FLAGS;
             assert_eq!(
-                check_init_attr(ibv::QPT_UD, mask, flag),
+                check_init_attr(ibv::QPT_UD, mask, flag, 0),
                 Err(Errno::EOPNOTSUPP)
             );
         }
         // Flags without the mask bit are not looked at.
-        assert_eq!(check_init_attr(ibv::QPT_UD, pd, 1 << 1), Ok(()));
-        assert_eq!(check_init_attr(ibv::QPT_RC, 0, 0), Err(Errno::EINVAL));
+        assert_eq!(check_init_attr(ibv::QPT_UD, pd, 1 << 1, 0), Ok(()));
+        assert_eq!(check_init_attr(ibv::QPT_RC, 0, 0, 0), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn send_ops_depend_on_the_qp_type() {
+        let mask = ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS;
+        let ok = |t, ops| check_init_attr(t, mask, 0, ops) == Ok(());
+        // Every single op, on each type: what rdma-core's rxe offers,
+        // without TSO.
+        let offered: Vec<(u32, Vec<u32>)> = [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD]
+            .into_iter()
+            .map(|t| (t, (0..64).filter(|&b| ok(t, 1u64 << b)).collect()))
+            .collect();
+        assert_eq!(
+            offered,
+            [
+                (ibv::QPT_RC, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12]),
+                (ibv::QPT_UC, vec![0, 1, 2, 3, 8, 9]),
+                (ibv::QPT_UD, vec![2, 3]),
+            ]
+        );
+        // All at once, none, and one too many.
+        assert!(ok(ibv::QPT_RC, RC_SEND_OPS));
+        assert!(ok(ibv::QPT_UC, 0));
+        assert!(ok(ibv::QPT_RC, RC_SEND_OPS | ibv::QP_EX_WITH_ATOMIC_WRITE));
+        assert!(!ok(ibv::QPT_UC, UC_SEND_OPS | ibv::QP_EX_WITH_ATOMIC_WRITE));
+        assert!(!ok(ibv::QPT_RC, ibv::QP_EX_WITH_TSO));
+        assert!(!ok(ibv::QPT_UD, UD_SEND_OPS | ibv::QP_EX_WITH_RDMA_WRITE));
+        // Without the mask bit the flags are not looked at.
+        assert_eq!(
+            check_init_attr(ibv::QPT_UD, ibv::QP_INIT_ATTR_PD, 0, u64::MAX),
+            Ok(())
+        );
+        // The type is checked first.
+        assert_eq!(check_init_attr(9, mask, 0, 0), Err(Errno::EOPNOTSUPP));
     }
 
     #[test]
@@ -663,8 +1162,204 @@ mod tests {
         // Every UD work request reads `wr.ud`, whatever its opcode.
         assert_eq!(wr_part(ibv::QPT_UD, ibv::WR_SEND), Ok(Ud));
         assert_eq!(wr_part(ibv::QPT_UD, ibv::WR_RDMA_WRITE), Ok(Ud));
-        for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD] {
-            assert_eq!(wr_part(t, ibv::WR_BIND_MW), Err(Errno::EOPNOTSUPP));
+        // Binds read `bind_mw`, and only RC and UC QPs bind.
+        assert_eq!(rc(ibv::WR_BIND_MW), Ok(Bind));
+        assert_eq!(wr_part(ibv::QPT_UC, ibv::WR_BIND_MW), Ok(Bind));
+        assert_eq!(wr_part(ibv::QPT_UD, ibv::WR_BIND_MW), Err(Errno::EINVAL));
+        assert_eq!(wr_part(9, ibv::WR_BIND_MW), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn inc_rkey_steps_the_low_byte_only() {
+        assert_eq!(inc_rkey(0x1234_5600), 0x1234_5601);
+        assert_eq!(inc_rkey(0x1234_56fe), 0x1234_56ff);
+        assert_eq!(inc_rkey(0x1234_56ff), 0x1234_5600);
+        assert_eq!(inc_rkey(u32::MAX), 0xffff_ff00);
+        assert_eq!(inc_rkey(0), 1);
+    }
+
+    /// A bind of 4 KiB of an MR, with remote write, as both paths see it.
+    fn bind(mw_type: u32) -> super::Bind {
+        super::Bind {
+            mw_type,
+            mw_rkey: 0x0000_4217,
+            rkey: 0x0000_4218,
+            mr_lkey: Some(0x0000_0905),
+            addr: 0x7f00_0000_1000,
+            length: 4096,
+            access: ibv::ACCESS_REMOTE_WRITE,
+        }
+    }
+
+    #[test]
+    fn a_type1_bind_takes_the_next_rkey() {
+        // The verb ignores `rkey` and steps the window's own.
+        let b = super::Bind {
+            rkey: 0xdead_beef,
+            ..bind(ibv::MW_TYPE_1)
+        };
+        assert_eq!(
+            bind_fields(BindVia::Verb, &b),
+            Ok(WrFields::Bind {
+                rkey: 0x0000_4218,
+                mr_lkey: 0x905,
+                addr: 0x7f00_0000_1000,
+                length: 4096,
+                access: ibv::ACCESS_REMOTE_WRITE,
+                type1: true,
+            })
+        );
+        let wrap = super::Bind {
+            mw_rkey: 0x0000_42ff,
+            ..b
+        };
+        assert!(matches!(
+            bind_fields(BindVia::Verb, &wrap),
+            Ok(WrFields::Bind {
+                rkey: 0x0000_4200,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_type2_bind_takes_the_callers_rkey() {
+        assert_eq!(
+            bind_fields(BindVia::WorkRequest, &bind(ibv::MW_TYPE_2)),
+            Ok(WrFields::Bind {
+                rkey: 0x0000_4218,
+                mr_lkey: 0x905,
+                addr: 0x7f00_0000_1000,
+                length: 4096,
+                access: ibv::ACCESS_REMOTE_WRITE,
+                type1: false,
+            })
+        );
+        // Any key byte will do, even the current one (the kernel refuses
+        // that one: `mw_rkey` may be stale after earlier type 2 binds).
+        for rkey in [0x0000_4200, 0x0000_42ff, 0x0000_4217] {
+            let b = super::Bind {
+                rkey,
+                ..bind(ibv::MW_TYPE_2)
+            };
+            assert!(bind_fields(BindVia::WorkRequest, &b).is_ok(), "{rkey:#x}");
+        }
+        // Zero-based windows are a type 2 feature.
+        let zero_based = super::Bind {
+            access: ibv::ACCESS_ZERO_BASED | ibv::ACCESS_REMOTE_READ,
+            ..bind(ibv::MW_TYPE_2)
+        };
+        assert!(bind_fields(BindVia::WorkRequest, &zero_based).is_ok());
+    }
+
+    #[test]
+    fn binds_the_provider_refuses() {
+        let einval = Err(Errno::EINVAL);
+        // Each window type has its own path; unknown types have none.
+        assert_eq!(
+            bind_fields(BindVia::WorkRequest, &bind(ibv::MW_TYPE_1)),
+            einval
+        );
+        assert_eq!(bind_fields(BindVia::Verb, &bind(ibv::MW_TYPE_2)), einval);
+        for t in [0, 3, u32::MAX] {
+            assert_eq!(bind_fields(BindVia::Verb, &bind(t)), einval, "{t}");
+            assert_eq!(bind_fields(BindVia::WorkRequest, &bind(t)), einval, "{t}");
+        }
+        // No zero-based type 1 windows.
+        let zero_based = super::Bind {
+            access: ibv::ACCESS_ZERO_BASED,
+            ..bind(ibv::MW_TYPE_1)
+        };
+        assert_eq!(bind_fields(BindVia::Verb, &zero_based), einval);
+        // A new rkey that names another window.
+        let other = super::Bind {
+            rkey: 0x0000_4318,
+            ..bind(ibv::MW_TYPE_2)
+        };
+        assert_eq!(bind_fields(BindVia::WorkRequest, &other), einval);
+        // No MR, but a range.
+        for via in [BindVia::Verb, BindVia::WorkRequest] {
+            let t = match via {
+                BindVia::Verb => ibv::MW_TYPE_1,
+                BindVia::WorkRequest => ibv::MW_TYPE_2,
+            };
+            let no_mr = super::Bind {
+                mr_lkey: None,
+                ..bind(t)
+            };
+            assert_eq!(bind_fields(via, &no_mr), einval);
+        }
+    }
+
+    #[test]
+    fn an_empty_bind_needs_no_mr() {
+        // `ibv_bind_mw` with a zero length unbinds a type 1 window.
+        let unbind = super::Bind {
+            mr_lkey: None,
+            addr: 0,
+            length: 0,
+            access: 0,
+            ..bind(ibv::MW_TYPE_1)
+        };
+        assert_eq!(
+            bind_fields(BindVia::Verb, &unbind),
+            Ok(WrFields::Bind {
+                rkey: 0x0000_4218,
+                mr_lkey: 0,
+                addr: 0,
+                length: 0,
+                access: 0,
+                type1: true,
+            })
+        );
+        // Type 2 windows are the kernel's to refuse.
+        let empty2 = super::Bind {
+            mr_lkey: None,
+            length: 0,
+            ..bind(ibv::MW_TYPE_2)
+        };
+        assert!(bind_fields(BindVia::WorkRequest, &empty2).is_ok());
+    }
+
+    #[test]
+    fn bind_work_requests_carry_no_data() {
+        assert_eq!(check_bind_wr(0, 0), Ok(()));
+        assert_eq!(check_bind_wr(1, 0), Err(Errno::EINVAL));
+        assert_eq!(check_bind_wr(-1, 0), Err(Errno::EINVAL));
+        assert_eq!(check_bind_wr(0, 5), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn a_bind_lands_in_the_slot() {
+        let mut sq = send_queue(4);
+        for (via, t) in [
+            (BindVia::Verb, ibv::MW_TYPE_1),
+            (BindVia::WorkRequest, ibv::MW_TYPE_2),
+        ] {
+            let fields = bind_fields(via, &bind(t)).expect("a good bind");
+            let wqe = send_wqe(0x77, ibv::WR_BIND_MW, ibv::SEND_SIGNALED, 0, fields);
+            sq.push(wqe, &[], no_copy).expect("room");
+        }
+        assert!(sq.publish());
+        for (i, type1_bit) in [BIND_TYPE1, 0].into_iter().enumerate() {
+            let slot = sq.ring().memory().slot(i as u32);
+            assert_eq!(
+                decode_send(slot),
+                SendWqe {
+                    wr_id: 0x77,
+                    opcode: 8,
+                    send_flags: 2,
+                    imm_data: 0x905,
+                    rkey: 0x0000_4218,
+                    remote_addr: 0x7f00_0000_1000,
+                    compare_add: 4096,
+                    swap: 2 | type1_bit,
+                    ..SendWqe::default()
+                },
+                "slot {i}"
+            );
+            // Bit 32 of `swap`, at byte 48 + 4.
+            assert_eq!(u32_at(slot, 52), (type1_bit >> 32) as u32);
         }
     }
 
@@ -715,6 +1410,31 @@ mod tests {
         );
         let inv = send_wqe(9, ibv::WR_LOCAL_INV, 0, 0xabcd, WrFields::None);
         assert_eq!((inv.imm_data, inv.rkey), (0xabcd, 0xabcd));
+        // A bind's MR lkey replaces the immediate data.
+        let bind = send_wqe(
+            10,
+            ibv::WR_BIND_MW,
+            0,
+            0x5555,
+            WrFields::Bind {
+                rkey: 0x301,
+                mr_lkey: 0x44,
+                addr: 0x1000,
+                length: 0x20,
+                access: 0xffff_ffff,
+                type1: true,
+            },
+        );
+        assert_eq!(
+            (
+                bind.rkey,
+                bind.imm_data,
+                bind.remote_addr,
+                bind.compare_add,
+                bind.swap
+            ),
+            (0x301, 0x44, 0x1000, 0x20, 0x1_ffff_ffff)
+        );
         let send_inv = send_wqe(9, ibv::WR_SEND_WITH_INV, 0, 0xabcd, WrFields::None);
         assert_eq!((send_inv.imm_data, send_inv.rkey), (0xabcd, 0));
     }
@@ -863,6 +1583,273 @@ mod tests {
         let s1 = m.slot(1);
         assert_eq!((u64_at(s1, 0), u32_at(s1, 8)), (0xdef, 0));
         assert_eq!(*m.producer_stores.borrow(), [2]);
+    }
+
+    /// A send queue as [`send_queue`], with the `ibv_wr_*` interface.
+    fn wr_queue(num_slots: u32, ud: bool) -> SendQueue<FakeWq> {
+        let mut sq = send_queue(num_slots);
+        sq.enable_wr(ud).expect("room for one work request");
+        sq
+    }
+
+    /// A buffer of `length` bytes, all `n`, in a fake address space.
+    fn data_buf(n: u8, length: usize) -> ibv::DataBuf {
+        ibv::DataBuf {
+            addr: core::ptr::without_provenance_mut(usize::from(n) << 12),
+            length,
+        }
+    }
+
+    /// Copies inline data from the fake address space of [`data_buf`].
+    fn copy_buf(d: &ibv::DataBuf, dst: &mut [u8]) {
+        assert_eq!(dst.len(), d.length);
+        dst.fill((d.addr.addr() >> 12) as u8);
+    }
+
+    fn no_buf(_: &ibv::DataBuf, _: &mut [u8]) {
+        panic!("nothing should be copied");
+    }
+
+    #[test]
+    fn a_batch_lands_in_the_ring_and_publishes_once() {
+        let mut sq = wr_queue(4, false);
+        sq.wr_start();
+        let send = send_wqe(1, ibv::WR_SEND, ibv::SEND_SIGNALED, 0, WrFields::None);
+        sq.wr_build(Ok(send));
+        sq.wr_set_sge(sge(1, 100));
+        let write = send_wqe(
+            2,
+            ibv::WR_RDMA_WRITE_WITH_IMM,
+            0,
+            0x0102_0304,
+            WrFields::Rdma {
+                remote_addr: 0xfeed_0000,
+                rkey: 0x77,
+            },
+        );
+        sq.wr_build(Ok(write));
+        sq.wr_set_sge_list(&[sge(2, 8), sge(3, 9)]);
+        // Nothing is visible until the batch completes.
+        assert!(sq.ring().memory().producer_stores.borrow().is_empty());
+        assert_eq!(sq.wr_complete(), Ok(true));
+        assert_eq!(*sq.ring().memory().producer_stores.borrow(), [2]);
+        let m = sq.ring().memory();
+        assert_eq!(decode_send(m.slot(0)), SendWqe { num_sge: 1, ..send });
+        assert_eq!(decode_sge(m.slot(0), 72), sge(1, 100));
+        assert_eq!(
+            decode_send(m.slot(1)),
+            SendWqe {
+                num_sge: 2,
+                ..write
+            }
+        );
+        assert_eq!(decode_sge(m.slot(1), 72), sge(2, 8));
+        assert_eq!(decode_sge(m.slot(1), 88), sge(3, 9));
+        // An empty batch publishes nothing.
+        sq.wr_start();
+        assert_eq!(sq.wr_complete(), Ok(false));
+        assert_eq!(sq.ring().memory().producer_stores.borrow().len(), 1);
+    }
+
+    #[test]
+    fn setters_apply_to_the_last_builder_in_any_order() {
+        let mut sq = wr_queue(4, true);
+        sq.wr_start();
+        let wqe = send_wqe(5, ibv::WR_SEND_WITH_IMM, 0, 0xabcd, WrFields::None);
+        sq.wr_build(Ok(wqe));
+        sq.wr_set_sge(sge(1, 64));
+        sq.wr_set_ud(17, 0x00ab_cdef, 0x1111_2222);
+        sq.wr_build(Ok(SendWqe { wr_id: 6, ..wqe }));
+        sq.wr_set_ud(18, 0x12, 0x34);
+        // A zero-length SGE is no SGE.
+        sq.wr_set_sge(sge(2, 0));
+        assert_eq!(sq.wr_complete(), Ok(true));
+        let m = sq.ring().memory();
+        let (w0, w1) = (decode_send(m.slot(0)), decode_send(m.slot(1)));
+        assert_eq!(
+            (
+                w0.wr_id,
+                w0.ah_num,
+                w0.remote_qpn,
+                w0.remote_qkey,
+                w0.num_sge
+            ),
+            (5, 17, 0x00ab_cdef, 0x1111_2222, 1)
+        );
+        assert_eq!(w0.imm_data, 0xabcd);
+        assert_eq!(
+            (
+                w1.wr_id,
+                w1.ah_num,
+                w1.remote_qpn,
+                w1.remote_qkey,
+                w1.num_sge
+            ),
+            (6, 18, 0x12, 0x34, 0)
+        );
+    }
+
+    #[test]
+    fn inline_data_is_copied_at_once() {
+        let mut sq = wr_queue(4, false);
+        sq.wr_start();
+        // `IBV_SEND_INLINE` in `wr_flags` does not matter: the setter does.
+        let wqe = send_wqe(3, ibv::WR_SEND, ibv::SEND_INLINE, 0, WrFields::None);
+        sq.wr_build(Ok(wqe));
+        // The bytes are copied by the setter: the caller may reuse its
+        // buffers right away.
+        let mut copied = 0;
+        let bufs = [data_buf(1, 60), data_buf(7, 0), data_buf(2, 40)];
+        sq.wr_set_inline(&bufs, |d, dst| {
+            copied += 1;
+            copy_buf(d, dst);
+        });
+        assert_eq!(copied, 2, "empty buffers are skipped");
+        sq.wr_build(Ok(SendWqe { wr_id: 4, ..wqe }));
+        sq.wr_set_sge(sge(5, 10));
+        assert_eq!(sq.wr_complete(), Ok(true));
+        let m = sq.ring().memory();
+        let w = decode_send(m.slot(0));
+        assert_eq!(
+            (w.num_sge, w.inline_len, w.send_flags),
+            (0, 100, ibv::SEND_INLINE)
+        );
+        assert_eq!(m.slot(0)[72..132], [1; 60]);
+        assert_eq!(m.slot(0)[132..172], [2; 40]);
+        let w = decode_send(m.slot(1));
+        assert_eq!((w.num_sge, w.inline_len, w.send_flags), (1, 0, 0));
+    }
+
+    #[test]
+    fn a_failed_batch_publishes_nothing() {
+        let fails = |f: &dyn Fn(&mut SendQueue<FakeWq>)| {
+            let mut sq = wr_queue(4, false);
+            sq.wr_start();
+            sq.wr_build(Ok(send_wqe(1, ibv::WR_SEND, 0, 0, WrFields::None)));
+            sq.wr_set_sge(sge(1, 8));
+            f(&mut sq);
+            sq.wr_build(Ok(send_wqe(9, ibv::WR_SEND, 0, 0, WrFields::None)));
+            let result = sq.wr_complete();
+            assert!(sq.ring().memory().producer_stores.borrow().is_empty());
+            // The slots are free again, from the first.
+            sq.wr_start();
+            sq.wr_build(Ok(send_wqe(2, ibv::WR_SEND, 0, 0, WrFields::None)));
+            assert_eq!(sq.wr_complete(), Ok(true));
+            assert_eq!(decode_send(sq.ring().memory().slot(0)).wr_id, 2);
+            result
+        };
+        let einval = Err(Errno::EINVAL);
+        // Too many SGEs; too many inline bytes (101, or beyond `usize`).
+        let three = [sge(1, 1), sge(2, 1), sge(3, 1)];
+        assert_eq!(fails(&|sq| sq.wr_set_sge_list(&three)), einval);
+        assert_eq!(
+            fails(&|sq| sq.wr_set_inline(&[data_buf(1, 60), data_buf(2, 41)], no_buf)),
+            einval
+        );
+        let (one, huge) = (data_buf(1, 1), data_buf(2, usize::MAX));
+        assert_eq!(fails(&|sq| sq.wr_set_inline(&[one, huge], no_buf)), einval);
+        // A builder's own error.
+        assert_eq!(
+            fails(&|sq| sq.wr_build(Err(Errno::from_raw(1)))),
+            Err(Errno::from_raw(1))
+        );
+        // A UD destination on an RC QP.
+        assert_eq!(fails(&|sq| sq.wr_set_ud(1, 2, 3)), einval);
+        // The first error wins.
+        let two = |sq: &mut SendQueue<FakeWq>| {
+            sq.wr_fail(Errno::from_raw(28));
+            sq.wr_fail(Errno::EINVAL);
+        };
+        assert_eq!(fails(&two), Err(Errno::from_raw(28)));
+    }
+
+    #[test]
+    fn setters_need_a_builder() {
+        let mut sq = wr_queue(4, false);
+        sq.wr_start();
+        sq.wr_set_sge(sge(1, 8));
+        assert_eq!(sq.wr_complete(), Err(Errno::EINVAL));
+        // After a failed builder too.
+        sq.wr_start();
+        sq.wr_build(Err(Errno::EINVAL));
+        sq.wr_set_sge(sge(1, 8));
+        assert_eq!(sq.wr_complete(), Err(Errno::EINVAL));
+        assert!(sq.ring().memory().writes.is_empty());
+    }
+
+    #[test]
+    fn ud_work_requests_need_a_destination() {
+        let mut sq = wr_queue(4, true);
+        sq.wr_start();
+        sq.wr_build(Ok(send_wqe(1, ibv::WR_SEND, 0, 0, WrFields::None)));
+        sq.wr_set_sge(sge(1, 8));
+        assert_eq!(sq.wr_complete(), Err(Errno::EINVAL));
+        assert!(sq.ring().memory().writes.is_empty());
+    }
+
+    #[test]
+    fn a_full_ring_fails_the_batch() {
+        let mut sq = wr_queue(2, false);
+        sq.wr_start();
+        for id in 0..3 {
+            sq.wr_build(Ok(send_wqe(id, ibv::WR_SEND, 0, 0, WrFields::None)));
+        }
+        assert_eq!(sq.wr_complete(), Err(Errno::ENOMEM));
+        assert!(sq.ring().memory().producer_stores.borrow().is_empty());
+        // Two still fit.
+        sq.wr_start();
+        for id in 0..2 {
+            sq.wr_build(Ok(send_wqe(id, ibv::WR_SEND, 0, 0, WrFields::None)));
+        }
+        assert_eq!(sq.wr_complete(), Ok(true));
+    }
+
+    #[test]
+    fn abort_drops_the_batch() {
+        let mut sq = wr_queue(4, false);
+        sq.wr_start();
+        sq.wr_build(Ok(send_wqe(1, ibv::WR_SEND, 0, 0, WrFields::None)));
+        sq.wr_build(Ok(send_wqe(2, ibv::WR_SEND, 0, 0, WrFields::None)));
+        sq.wr_fail(Errno::EINVAL);
+        sq.wr_abort();
+        // The error went with it.
+        sq.wr_start();
+        sq.wr_build(Ok(send_wqe(3, ibv::WR_SEND, 0, 0, WrFields::None)));
+        assert_eq!(sq.wr_complete(), Ok(true));
+        assert_eq!(*sq.ring().memory().producer_stores.borrow(), [1]);
+        assert_eq!(decode_send(sq.ring().memory().slot(0)).wr_id, 3);
+    }
+
+    #[test]
+    fn a_queue_without_the_interface_refuses_it() {
+        let mut sq = send_queue(4);
+        sq.wr_start();
+        sq.wr_build(Ok(send_wqe(1, ibv::WR_SEND, 0, 0, WrFields::None)));
+        sq.wr_set_sge(sge(1, 8));
+        assert_eq!(sq.wr_complete(), Err(Errno::EINVAL));
+        assert!(sq.ring().memory().writes.is_empty());
+    }
+
+    #[test]
+    fn a_bind_builder_needs_no_data() {
+        let mut sq = wr_queue(4, false);
+        sq.wr_start();
+        let fields = bind_fields(BindVia::WorkRequest, &bind(ibv::MW_TYPE_2));
+        let wqe = fields.map(|f| send_wqe(7, ibv::WR_BIND_MW, ibv::SEND_SIGNALED, 0, f));
+        sq.wr_build(wqe);
+        assert_eq!(sq.wr_complete(), Ok(true));
+        let w = decode_send(sq.ring().memory().slot(0));
+        assert_eq!(
+            (
+                w.opcode,
+                w.rkey,
+                w.imm_data,
+                w.swap,
+                w.num_sge,
+                w.inline_len
+            ),
+            (ibv::WR_BIND_MW, 0x4218, 0x905, 2, 0, 0)
+        );
     }
 
     #[test]

@@ -215,6 +215,12 @@ impl<M: WqMemory> Producer<M> {
         true
     }
 
+    /// Forgets every WQE pushed since the last [`Producer::publish`]: the
+    /// kernel never saw them, and their slots are free again.
+    pub fn discard(&mut self) {
+        self.producer = self.published;
+    }
+
     /// The ring's memory.
     pub fn memory(&self) -> &M {
         &self.memory
@@ -502,6 +508,26 @@ pub(crate) mod tests {
         }
         assert!(p.memory().writes.is_empty());
         assert!(!p.publish());
+    }
+
+    #[test]
+    fn discard_drops_only_what_is_unpublished() {
+        let mut p = Producer::new(FakeWq::new(4, 64, 0)).expect("producer");
+        push_bytes(&mut p, 1, 8).expect("room");
+        assert!(p.publish());
+        push_bytes(&mut p, 2, 8).expect("room");
+        push_bytes(&mut p, 3, 8).expect("room");
+        p.discard();
+        assert!(!p.publish(), "nothing left to publish");
+        // The discarded slots are free again: three more fit, not one.
+        for b in 4..7 {
+            push_bytes(&mut p, b, 8).expect("room");
+        }
+        assert_eq!(push_bytes(&mut p, 7, 8), Err(Errno::ENOMEM));
+        assert!(p.publish());
+        assert_eq!(*p.memory().producer_stores.borrow(), [1, 4]);
+        assert_eq!(p.memory().writes, [0, 1, 2, 1, 2, 3]);
+        assert_eq!(p.memory().slot(1)[..8], [4; 8]);
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub fn request_opcode(t: Transport, op: SendOp, pos: Position) -> Option<Opcode>
         (Transport::Rc, SendOp::RdmaRead, Only) => RcRdmaReadRequest,
         (Transport::Rc, SendOp::CmpSwap, Only) => RcCompareSwap,
         (Transport::Rc, SendOp::FetchAdd, Only) => RcFetchAdd,
+        (Transport::Rc, SendOp::AtomicWrite, Only) => RcAtomicWrite,
         _ => return None,
     };
     Some(o)
@@ -107,6 +108,7 @@ mod tests {
             SendOp::RdmaRead,
             SendOp::CmpSwap,
             SendOp::FetchAdd,
+            SendOp::AtomicWrite,
         ];
         let positions = [Position::First, Position::Middle, Position::Last, Position::Only];
         for t in [Transport::Rc, Transport::Uc, Transport::Ud] {
@@ -126,6 +128,15 @@ mod tests {
         assert_eq!(request_opcode(Transport::Ud, SendOp::Send, Position::First), None);
         assert_eq!(request_opcode(Transport::Uc, SendOp::RdmaRead, Position::Only), None);
         assert_eq!(request_opcode(Transport::Uc, SendOp::SendInv, Position::Only), None);
+        // Atomic Write is one RC packet; never UC, never segmented.
+        assert_eq!(request_opcode(Transport::Rc, SendOp::AtomicWrite, Position::Only), Some(Opcode::RcAtomicWrite));
+        assert_eq!(request_opcode(Transport::Uc, SendOp::AtomicWrite, Position::Only), None);
+        assert_eq!(request_opcode(Transport::Rc, SendOp::AtomicWrite, Position::First), None);
+        // Local operations have no packets.
+        for op in [SendOp::LocalInv, SendOp::BindMw, SendOp::RegMr] {
+            assert!(op.is_local());
+            assert_eq!(request_opcode(Transport::Rc, op, Position::Only), None);
+        }
         for pos in positions {
             assert_eq!(read_response_opcode(pos).position(), pos);
             assert!(read_response_opcode(pos).is_response());

@@ -43,6 +43,8 @@ pub enum SendOp {
     Flush = 14,
     /// Atomic write.
     AtomicWrite = 15,
+    /// Fast registration of an MR (`IB_WR_REG_MR`): kernel consumers only.
+    RegMr = 0x20,
 }
 
 impl SendOp {
@@ -62,6 +64,7 @@ impl SendOp {
             9 => SendInv,
             14 => Flush,
             15 => AtomicWrite,
+            0x20 => RegMr,
             _ => return None,
         })
     }
@@ -71,9 +74,19 @@ impl SendOp {
         use SendOp::*;
         match t {
             Transport::Rc => true,
-            Transport::Uc => matches!(self, RdmaWrite | RdmaWriteImm | Send | SendImm | LocalInv | BindMw),
+            Transport::Uc => matches!(self, RdmaWrite | RdmaWriteImm | Send | SendImm | LocalInv | BindMw | RegMr),
             Transport::Ud => matches!(self, Send | SendImm),
         }
+    }
+
+    /// Whether the operation only changes local state (no packets).
+    pub fn is_local(self) -> bool {
+        matches!(self, SendOp::LocalInv | SendOp::BindMw | SendOp::RegMr)
+    }
+
+    /// Whether only kernel consumers may post the operation.
+    pub fn kernel_only(self) -> bool {
+        self == SendOp::RegMr
     }
 
     /// The completion opcode a successful or flushed WR reports.
@@ -89,6 +102,7 @@ impl SendOp {
             BindMw => WcOp::BindMw,
             Flush => WcOp::Flush,
             AtomicWrite => WcOp::AtomicWrite,
+            RegMr => WcOp::RegMr,
         }
     }
 }
@@ -115,6 +129,8 @@ pub enum WcOp {
     Flush = 8,
     /// An atomic write completed.
     AtomicWrite = 9,
+    /// A fast registration completed (`IB_WC_REG_MR`).
+    RegMr = 10,
     /// A receive completed.
     Recv = 128,
     /// A receive of an RDMA Write with immediate completed.

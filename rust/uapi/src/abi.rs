@@ -18,12 +18,12 @@ use core::ffi::CStr;
 /// and libibverbs tries providers in no fixed order, so a roxe device named
 /// `rxe...` would otherwise be bound to librxe. With this value librxe's
 /// version check refuses such a device and roxe's provider gets it.
-pub const UVERBS_ABI_VERSION: u32 = 3;
+pub const UVERBS_ABI_VERSION: u32 = 4;
 
 /// Name of the read-only sysfs attribute that marks an `ib_device` as roxe.
 ///
 /// The kernel module creates it in `/sys/class/infiniband/<dev>/`. Reading it
-/// yields [`UVERBS_ABI_VERSION`] in decimal followed by one newline (`"3\n"`),
+/// yields [`UVERBS_ABI_VERSION`] in decimal followed by one newline (`"4\n"`),
 /// with no other text. roxe devices register with `RDMA_DRIVER_UNKNOWN`,
 /// because the kernel's `enum rdma_driver_id` has no roxe entry, so libibverbs
 /// cannot match them by driver id. The provider claims a device only if this
@@ -179,6 +179,11 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// In a bind WQE's `swap`: the bind was made with `ibv_bind_mw`, which
+/// only type 1 windows accept; a bind work request (`IBV_WR_BIND_MW`)
+/// leaves it clear and only binds type 2 windows.
+pub const BIND_TYPE1: u64 = 1 << 32;
+
 /// The fixed part of a send work request in an SQ slot. `num_sge` [`Sge`]s,
 /// or `inline_len` bytes of inline data (with `IBV_SEND_INLINE`), follow it
 /// in the same slot. Field values are those of `struct ibv_send_wr`.
@@ -191,7 +196,8 @@ pub struct SendWqe {
     pub opcode: u32,
     /// `IBV_SEND_*`.
     pub send_flags: u32,
-    /// Immediate data (network byte order) or the rkey to invalidate.
+    /// Immediate data (network byte order), the rkey to invalidate, or for
+    /// a memory-window bind the lkey of the MR underneath.
     pub imm_data: u32,
     /// Number of [`Sge`]s that follow.
     pub num_sge: u32,
@@ -200,11 +206,14 @@ pub struct SendWqe {
     /// Remote key (RDMA, atomics) or the key for MW binds and local
     /// invalidates.
     pub rkey: u32,
-    /// Remote address (RDMA, atomics).
+    /// Remote address (RDMA, atomics), or the first byte a bind exposes.
     pub remote_addr: u64,
-    /// Compare or add operand (atomics).
+    /// Compare or add operand (atomics), or the length a bind exposes. An
+    /// Atomic Write with neither SGEs nor inline data stores these 8 bytes
+    /// (as they lie in memory); otherwise its message is its 8 bytes.
     pub compare_add: u64,
-    /// Swap operand (atomic compare-and-swap).
+    /// Swap operand (atomic compare-and-swap). For a bind: the window's
+    /// `IBV_ACCESS_*` rights in the low 32 bits, and [`BIND_TYPE1`].
     pub swap: u64,
     /// UD: the AH number from [`CreateAhResp`].
     pub ah_num: u32,

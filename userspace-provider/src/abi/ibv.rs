@@ -915,6 +915,31 @@ pub const QP_INIT_ATTR_RX_HASH: u32 = 1 << 5;
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: asks for the `ibv_wr_*` interface.
 pub const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
 
+/// `enum ibv_qp_create_send_ops_flags`: `IBV_QP_EX_WITH_RDMA_WRITE`.
+pub const QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+/// `IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM`.
+pub const QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+/// `IBV_QP_EX_WITH_SEND`.
+pub const QP_EX_WITH_SEND: u64 = 1 << 2;
+/// `IBV_QP_EX_WITH_SEND_WITH_IMM`.
+pub const QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
+/// `IBV_QP_EX_WITH_RDMA_READ`.
+pub const QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
+/// `IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP`.
+pub const QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+/// `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
+pub const QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+/// `IBV_QP_EX_WITH_LOCAL_INV`.
+pub const QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+/// `IBV_QP_EX_WITH_BIND_MW`.
+pub const QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+/// `IBV_QP_EX_WITH_SEND_WITH_INV`.
+pub const QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
+/// `IBV_QP_EX_WITH_TSO`.
+pub const QP_EX_WITH_TSO: u64 = 1 << 10;
+/// `IBV_QP_EX_WITH_ATOMIC_WRITE`.
+pub const QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
+
 /// `enum ibv_wr_opcode`: `IBV_WR_RDMA_WRITE`.
 pub const WR_RDMA_WRITE: u32 = 0;
 /// `IBV_WR_RDMA_WRITE_WITH_IMM`.
@@ -938,8 +963,20 @@ pub const WR_SEND_WITH_INV: u32 = 9;
 /// `IBV_WR_ATOMIC_WRITE`.
 pub const WR_ATOMIC_WRITE: u32 = 15;
 
-/// `enum ibv_send_flags`: `IBV_SEND_INLINE`.
+/// `enum ibv_send_flags`: `IBV_SEND_SIGNALED`.
+pub const SEND_SIGNALED: c_uint = 1 << 1;
+/// `IBV_SEND_INLINE`.
 pub const SEND_INLINE: c_uint = 1 << 3;
+
+/// `enum ibv_access_flags`: `IBV_ACCESS_LOCAL_WRITE`.
+pub const ACCESS_LOCAL_WRITE: c_uint = 1 << 0;
+/// `IBV_ACCESS_REMOTE_WRITE`.
+pub const ACCESS_REMOTE_WRITE: c_uint = 1 << 1;
+/// `IBV_ACCESS_REMOTE_READ`.
+pub const ACCESS_REMOTE_READ: c_uint = 1 << 2;
+/// `IBV_ACCESS_ZERO_BASED`: window addresses start at 0. Type 2 windows
+/// only.
+pub const ACCESS_ZERO_BASED: c_uint = 1 << 5;
 
 /// `struct ibv_qp`.
 #[repr(C)]
@@ -991,60 +1028,75 @@ impl Qp {
     };
 }
 
-/// `struct ibv_qp_ex`: `struct ibv_qp`, then the `ibv_wr_*` interface,
-/// which roxe does not offer (its pointers stay NULL).
+/// `struct ibv_qp_ex`: `struct ibv_qp`, then the `ibv_wr_*` interface.
+///
+/// A QP created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` gets the ops its
+/// `send_ops_flags` ask for; the others, and every op of other QPs, stay
+/// NULL. The builders and setters return nothing: an error is kept and
+/// returned by `wr_complete`.
 #[repr(C)]
 pub struct QpEx {
     /// `qp_base`.
     pub qp_base: Qp,
     /// `comp_mask`.
     pub comp_mask: u64,
-    /// `wr_id`.
+    /// `wr_id`: the application sets it before each builder call.
     pub wr_id: u64,
-    /// `wr_flags`.
+    /// `wr_flags` (`enum ibv_send_flags`): likewise.
     pub wr_flags: c_uint,
     /// `wr_atomic_cmp_swp`.
-    pub wr_atomic_cmp_swp: OpaqueFn,
+    pub wr_atomic_cmp_swp: Option<
+        unsafe extern "C" fn(qp: *mut QpEx, rkey: u32, remote_addr: u64, compare: u64, swap: u64),
+    >,
     /// `wr_atomic_fetch_add`.
-    pub wr_atomic_fetch_add: OpaqueFn,
+    pub wr_atomic_fetch_add:
+        Option<unsafe extern "C" fn(qp: *mut QpEx, rkey: u32, remote_addr: u64, add: u64)>,
     /// `wr_bind_mw`.
-    pub wr_bind_mw: OpaqueFn,
+    pub wr_bind_mw: Option<
+        unsafe extern "C" fn(qp: *mut QpEx, mw: *mut Mw, rkey: u32, bind_info: *const MwBindInfo),
+    >,
     /// `wr_local_inv`.
-    pub wr_local_inv: OpaqueFn,
+    pub wr_local_inv: Option<unsafe extern "C" fn(qp: *mut QpEx, invalidate_rkey: u32)>,
     /// `wr_rdma_read`.
-    pub wr_rdma_read: OpaqueFn,
+    pub wr_rdma_read: Option<unsafe extern "C" fn(qp: *mut QpEx, rkey: u32, remote_addr: u64)>,
     /// `wr_rdma_write`.
-    pub wr_rdma_write: OpaqueFn,
-    /// `wr_rdma_write_imm`.
-    pub wr_rdma_write_imm: OpaqueFn,
+    pub wr_rdma_write: Option<unsafe extern "C" fn(qp: *mut QpEx, rkey: u32, remote_addr: u64)>,
+    /// `wr_rdma_write_imm`: `imm_data` is a `__be32`.
+    pub wr_rdma_write_imm:
+        Option<unsafe extern "C" fn(qp: *mut QpEx, rkey: u32, remote_addr: u64, imm_data: u32)>,
     /// `wr_send`.
-    pub wr_send: OpaqueFn,
-    /// `wr_send_imm`.
-    pub wr_send_imm: OpaqueFn,
+    pub wr_send: Option<unsafe extern "C" fn(qp: *mut QpEx)>,
+    /// `wr_send_imm`: `imm_data` is a `__be32`.
+    pub wr_send_imm: Option<unsafe extern "C" fn(qp: *mut QpEx, imm_data: u32)>,
     /// `wr_send_inv`.
-    pub wr_send_inv: OpaqueFn,
+    pub wr_send_inv: Option<unsafe extern "C" fn(qp: *mut QpEx, invalidate_rkey: u32)>,
     /// `wr_send_tso`.
     pub wr_send_tso: OpaqueFn,
     /// `wr_set_ud_addr`.
-    pub wr_set_ud_addr: OpaqueFn,
+    pub wr_set_ud_addr:
+        Option<unsafe extern "C" fn(qp: *mut QpEx, ah: *mut Ah, remote_qpn: u32, remote_qkey: u32)>,
     /// `wr_set_xrc_srqn`.
     pub wr_set_xrc_srqn: OpaqueFn,
     /// `wr_set_inline_data`.
-    pub wr_set_inline_data: OpaqueFn,
+    pub wr_set_inline_data:
+        Option<unsafe extern "C" fn(qp: *mut QpEx, addr: *mut c_void, length: usize)>,
     /// `wr_set_inline_data_list`.
-    pub wr_set_inline_data_list: OpaqueFn,
+    pub wr_set_inline_data_list:
+        Option<unsafe extern "C" fn(qp: *mut QpEx, num_buf: usize, buf_list: *const DataBuf)>,
     /// `wr_set_sge`.
-    pub wr_set_sge: OpaqueFn,
+    pub wr_set_sge: Option<unsafe extern "C" fn(qp: *mut QpEx, lkey: u32, addr: u64, length: u32)>,
     /// `wr_set_sge_list`.
-    pub wr_set_sge_list: OpaqueFn,
+    pub wr_set_sge_list:
+        Option<unsafe extern "C" fn(qp: *mut QpEx, num_sge: usize, sg_list: *const Sge)>,
     /// `wr_start`.
-    pub wr_start: OpaqueFn,
-    /// `wr_complete`.
-    pub wr_complete: OpaqueFn,
+    pub wr_start: Option<unsafe extern "C" fn(qp: *mut QpEx)>,
+    /// `wr_complete`: returns 0 or a positive errno.
+    pub wr_complete: Option<unsafe extern "C" fn(qp: *mut QpEx) -> c_int>,
     /// `wr_abort`.
-    pub wr_abort: OpaqueFn,
-    /// `wr_atomic_write`.
-    pub wr_atomic_write: OpaqueFn,
+    pub wr_abort: Option<unsafe extern "C" fn(qp: *mut QpEx)>,
+    /// `wr_atomic_write`: `atomic_wr` points to the 8 bytes to store.
+    pub wr_atomic_write:
+        Option<unsafe extern "C" fn(qp: *mut QpEx, rkey: u32, remote_addr: u64, atomic_wr: *const c_void)>,
 }
 
 impl QpEx {
@@ -1076,6 +1128,16 @@ impl QpEx {
         wr_abort: None,
         wr_atomic_write: None,
     };
+}
+
+/// `struct ibv_data_buf`: one buffer of `ibv_wr_set_inline_data_list`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DataBuf {
+    /// `addr`.
+    pub addr: *mut c_void,
+    /// `length`.
+    pub length: usize,
 }
 
 /// `struct ibv_qp_cap`.
@@ -1277,8 +1339,12 @@ pub struct SrqInitAttr {
     pub attr: SrqAttr,
 }
 
-/// `enum ibv_mw_type` is an `int`-sized enum; `IBV_MW_TYPE_1` is 1.
+/// `enum ibv_mw_type` is an `int`-sized enum.
 pub type MwType = c_uint;
+/// `IBV_MW_TYPE_1`: bound with `ibv_bind_mw`.
+pub const MW_TYPE_1: MwType = 1;
+/// `IBV_MW_TYPE_2`: bound with a bind work request.
+pub const MW_TYPE_2: MwType = 2;
 
 /// `struct ibv_mw`.
 #[repr(C)]
@@ -1318,6 +1384,18 @@ pub struct MwBindInfo {
     pub length: u64,
     /// `mw_access_flags`.
     pub mw_access_flags: c_uint,
+}
+
+/// `struct ibv_mw_bind`: the argument of `ibv_bind_mw`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct MwBind {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `send_flags` (`enum ibv_send_flags`).
+    pub send_flags: c_uint,
+    /// `bind_info`.
+    pub bind_info: MwBindInfo,
 }
 
 /// `struct ibv_sge`.

@@ -804,12 +804,30 @@ fn ibv_qp_layouts() {
         wr_id: 168,
         wr_flags: 176,
         wr_atomic_cmp_swp: 184,
+        wr_atomic_fetch_add: 192,
+        wr_bind_mw: 200,
+        wr_local_inv: 208,
+        wr_rdma_read: 216,
+        wr_rdma_write: 224,
+        wr_rdma_write_imm: 232,
         wr_send: 240,
+        wr_send_imm: 248,
+        wr_send_inv: 256,
+        wr_send_tso: 264,
         wr_set_ud_addr: 272,
+        wr_set_xrc_srqn: 280,
+        wr_set_inline_data: 288,
+        wr_set_inline_data_list: 296,
+        wr_set_sge: 304,
+        wr_set_sge_list: 312,
         wr_start: 320,
         wr_complete: 328,
         wr_abort: 336,
         wr_atomic_write: 344,
+    });
+    assert_layout!(errs, ibv::DataBuf, size 16, align 8 {
+        addr: 0,
+        length: 8,
     });
     assert_layout!(errs, ibv::QpCap, size 20, align 4 {
         max_send_wr: 0,
@@ -909,6 +927,13 @@ fn ibv_qp_layouts() {
         addr: 8,
         length: 16,
         mw_access_flags: 24,
+    });
+    assert_layout!(errs, ibv::MwBind, size 48, align 8 {
+        wr_id: 0,
+        send_flags: 8,
+        bind_info: 16,
+        bind_info.mr: 16,
+        bind_info.mw_access_flags: 40,
     });
     assert_layout!(errs, ibv::Sge, size 16, align 8 {
         addr: 0,
@@ -1186,4 +1211,41 @@ fn driver_layouts() {
         size_of::<roxe_uapi::CreateAhResp>(),
     );
     assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// The enum values the bind and `ibv_wr_*` paths use, as a C program
+/// printed them from `<infiniband/verbs.h>` (libibverbs-dev 44.0-2), and
+/// `enum verbs_qp_mask` from rdma-core `v44.0`'s `driver.h`.
+#[test]
+fn ibv_constants() {
+    let ops = [
+        ibv::QP_EX_WITH_RDMA_WRITE,
+        ibv::QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+        ibv::QP_EX_WITH_SEND,
+        ibv::QP_EX_WITH_SEND_WITH_IMM,
+        ibv::QP_EX_WITH_RDMA_READ,
+        ibv::QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+        ibv::QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+        ibv::QP_EX_WITH_LOCAL_INV,
+        ibv::QP_EX_WITH_BIND_MW,
+        ibv::QP_EX_WITH_SEND_WITH_INV,
+        ibv::QP_EX_WITH_TSO,
+        ibv::QP_EX_WITH_ATOMIC_WRITE,
+    ];
+    assert_eq!(ops, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]);
+    assert_eq!((ibv::SEND_SIGNALED, ibv::SEND_INLINE), (2, 8));
+    let access = [
+        ibv::ACCESS_LOCAL_WRITE,
+        ibv::ACCESS_REMOTE_WRITE,
+        ibv::ACCESS_REMOTE_READ,
+        ibv::ACCESS_ZERO_BASED,
+    ];
+    assert_eq!(access, [1, 2, 4, 32]);
+    assert_eq!((ibv::MW_TYPE_1, ibv::MW_TYPE_2), (1, 2));
+    assert_eq!(
+        (ibv::WR_LOCAL_INV, ibv::WR_BIND_MW, ibv::WR_SEND_WITH_INV),
+        (7, 8, 9)
+    );
+    assert_eq!(ibv::QP_INIT_ATTR_SEND_OPS_FLAGS, 64);
+    assert_eq!((verbs::QP_XRCD, verbs::QP_EX), (1, 2));
 }

@@ -201,8 +201,12 @@ context_ops! {
     attach_counters_point_flow: OpaqueFn,
     /// `attach_mcast`.
     attach_mcast: OpaqueFn,
-    /// `bind_mw`.
-    bind_mw: OpaqueFn,
+    /// `bind_mw`: returns 0 or a positive errno. libibverbs' inline
+    /// `ibv_bind_mw` calls it (through `ibv_context_ops`, which
+    /// `verbs_set_ops` fills in too) after its own checks.
+    bind_mw: Option<
+        unsafe extern "C" fn(qp: *mut ibv::Qp, mw: *mut ibv::Mw, mw_bind: *mut ibv::MwBind) -> c_int,
+    >,
     /// `close_xrcd`.
     close_xrcd: OpaqueFn,
     /// `cq_event`.
@@ -554,6 +558,11 @@ impl Cq {
     };
 }
 
+/// `VERBS_QP_XRCD` of `enum verbs_qp_mask`.
+pub const QP_XRCD: u32 = 1 << 0;
+/// `VERBS_QP_EX`: `qp_ex` is valid, and `ibv_qp_to_qp_ex` returns it.
+pub const QP_EX: u32 = 1 << 1;
+
 /// `struct verbs_qp`: a provider's QP, seen as a plain or an extended QP,
 /// then libibverbs' own fields.
 ///
@@ -563,8 +572,9 @@ impl Cq {
 pub struct Qp {
     /// The anonymous union of `qp` and `qp_ex`.
     pub qp: QpUnion,
-    /// `comp_mask` (`enum verbs_qp_mask`): `VERBS_QP_EX` is never set,
-    /// because roxe offers no `ibv_wr_*` interface.
+    /// `comp_mask` (`enum verbs_qp_mask`). libibverbs' create commands
+    /// reset it; roxe then sets [`QP_EX`] on QPs created with
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
     pub comp_mask: u32,
     /// `xrcd`.
     pub xrcd: *mut c_void,

@@ -10,9 +10,10 @@
 //! - [`pd`]: protection domains and memory regions;
 //! - [`cq`]: completion queues, their mapped rings and polling;
 //! - [`ah`]: address handles;
-//! - [`qp`]: queue pairs, their mapped rings, posting and the doorbell;
+//! - [`qp`]: queue pairs, their mapped rings, posting (`post_send` and
+//!   the `ibv_wr_*` interface) and the doorbell;
 //! - [`srq`]: shared receive queues;
-//! - [`mw`]: memory windows;
+//! - [`mw`]: memory windows and `ibv_bind_mw`;
 //! - [`lock`], [`mapping`]: the spin lock of CQs, QPs and SRQs, and the
 //!   `mmap` of a ring.
 //!
@@ -297,6 +298,7 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     destroy_srq: Some(srq::destroy_srq),
     post_srq_recv: Some(srq::post_srq_recv),
     alloc_mw: Some(mw::alloc_mw),
+    bind_mw: Some(mw::bind_mw),
     dealloc_mw: Some(mw::dealloc_mw),
     ..verbs::ContextOps::EMPTY
 };

@@ -7,27 +7,33 @@
 //! Receives never enter the kernel: `post_recv` writes the WQEs and
 //! publishes them with the producer index. Sends do the same, then ring
 //! the doorbell: an empty `ibv_cmd_post_send` (no work requests), which
-//! makes the kernel look at the send ring. The checks and the WQE layout
-//! are in the safe modules `qp` and `wq`.
+//! makes the kernel look at the send ring. QPs created with
+//! `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` also offer the `ibv_wr_*` interface
+//! (`wr_start`, the builders and setters, `wr_complete`), which fills the
+//! same ring. The checks and the WQE layout are in the safe modules `qp`
+//! and `wq`.
 
 use core::cell::UnsafeCell;
-use core::ffi::c_int;
+use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of_val};
 use core::ptr::{self, NonNull};
 use core::slice;
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use roxe_uapi::SendWqe;
+
 use super::lock::SpinLock;
 use super::mapping::WqMapping;
 use super::{
     ah, cmd_result, drop_box, errno_ret, ibv_cmd_create_qp_ex, ibv_cmd_destroy_qp,
-    ibv_cmd_modify_qp, ibv_cmd_post_send, ibv_cmd_query_qp, set_errno, try_box,
+    ibv_cmd_modify_qp, ibv_cmd_post_send, ibv_cmd_query_qp, mw, set_errno, try_box,
 };
 use crate::abi::{driver, ibv, verbs};
 use crate::errno::Errno;
 use crate::qp::{
-    RECV_WQE_HEADER, RecvQueue, SEND_WQE_HEADER, SendQueue, WrFields, WrPart, can_post_recv,
-    can_post_send, check_init_attr, check_num_sge, check_rq_presence, send_wqe, wr_part,
+    BindVia, RECV_WQE_HEADER, RecvQueue, SEND_WQE_HEADER, SendQueue, WrFields, WrPart, bind_fields,
+    can_post_recv, can_post_send, check_bind_wr, check_init_attr, check_num_sge, check_rq_presence,
+    send_wqe, wr_part,
 };
 use crate::wq::{self, Producer};
 
@@ -38,7 +44,9 @@ use crate::wq::{self, Producer};
 ///
 /// The send and the receive queue have a lock each, so that one thread can
 /// post sends while another posts receives, as the verbs allow; nothing
-/// ever holds both.
+/// ever holds both. A batch of the `ibv_wr_*` interface holds the send
+/// lock from `wr_start` to `wr_complete` or `wr_abort` (parked in between,
+/// see [`SpinLock`]), as `post_send` holds it for one call.
 #[repr(C)]
 pub(super) struct Qp {
     /// libibverbs' part. libibverbs writes `state` and `events_completed`
@@ -80,6 +88,17 @@ impl Qp {
         // SAFETY: `ibv_qp` is at offset 0 of the union at offset 0 of
         // `verbs_qp`, which is the `vqp` field of a live `Qp`.
         unsafe { &*ibqp.byte_sub(offset_of!(Qp, vqp)).cast::<Self>() }
+    }
+
+    /// The `Qp` around an `ibv_qp_ex`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Qp::from_ibv`].
+    unsafe fn from_ex<'a>(qpx: *mut ibv::QpEx) -> &'a Self {
+        // SAFETY: `ibv_qp_ex` starts with its `ibv_qp`, at offset 0 of the
+        // same union.
+        unsafe { Self::from_ibv(qpx.cast()) }
     }
 
     /// This QP as libibverbs' `ibv_qp`.
@@ -131,12 +150,19 @@ unsafe fn create(
     context: *mut ibv::Context,
     attr: &mut ibv::QpInitAttrEx,
 ) -> Result<*mut ibv::Qp, Errno> {
-    check_init_attr(attr.qp_type, attr.comp_mask, attr.create_flags)?;
+    check_init_attr(
+        attr.qp_type,
+        attr.comp_mask,
+        attr.create_flags,
+        attr.send_ops_flags,
+    )?;
+    let wr_api = attr.comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
     let qp = try_box(Qp::new(attr.qp_type)).ok_or(Errno::ENOMEM)?;
     // SAFETY: `qp` is live and only this thread knows it.
     let qp_ref = unsafe { qp.as_ref() };
     // `ibv_cmd_create_qp_ex` refuses the creation-flags bit; the flags are
-    // all zero here (checked above), so the bit means nothing.
+    // all zero here (checked above), so the bit means nothing. The send
+    // ops are the provider's business alone.
     let mut kattr = ibv::QpInitAttrEx {
         comp_mask: attr.comp_mask & ibv::QP_INIT_ATTR_PD,
         ..*attr
@@ -167,10 +193,22 @@ unsafe fn create(
     attr.cap = kattr.cap;
     // SAFETY: `context` is open per the contract.
     let fd = unsafe { (*context).cmd_fd };
-    match map_queues(fd, &resp.drv, &kattr.cap, !attr.srq.is_null()) {
+    let queues =
+        map_queues(fd, &resp.drv, &kattr.cap, !attr.srq.is_null()).and_then(|(mut sq, rq)| {
+            if wr_api {
+                sq.enable_wr(attr.qp_type == ibv::QPT_UD)?;
+            }
+            Ok((sq, rq))
+        });
+    match queues {
         Ok((sq, rq)) => {
             *qp_ref.sq.lock() = Some(sq);
             *qp_ref.rq.lock() = rq;
+            if wr_api {
+                // SAFETY: the QP is live and still unpublished; the command
+                // has set `comp_mask`, which must now gain `VERBS_QP_EX`.
+                unsafe { install_wr_ops(qp_ref.vqp.get(), attr.send_ops_flags) };
+            }
             Ok(qp_ref.ibv())
         }
         Err(err) => {
@@ -247,9 +285,13 @@ pub(super) unsafe extern "C" fn create_qp(
 /// `verbs_context_ops.create_qp_ex`. libibverbs' `ibv_create_qp_ex` calls
 /// it only when `comp_mask` is more than `IBV_QP_INIT_ATTR_PD`.
 ///
+/// With `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` the QP offers the `ibv_wr_*`
+/// interface (`ibv_qp_to_qp_ex` returns it), with a builder for each
+/// operation `send_ops_flags` names (see [`install_wr_ops`]).
+///
 /// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for XRC, TSO,
-/// RSS, the `ibv_wr_*` send interface (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`)
-/// and any creation flag, `EINVAL` without a PD, and otherwise as
+/// RSS, any creation flag and send ops the QP type does not offer
+/// ([`check_init_attr`]), `EINVAL` without a PD, and otherwise as
 /// [`create_qp`].
 ///
 /// # Safety
@@ -379,18 +421,27 @@ unsafe fn sges<'a>(
     Ok(unsafe { slice::from_raw_parts(sg_list, n) })
 }
 
-/// Writes one send work request into the send ring (not published).
+/// Writes one send work request into the send ring (not published), and
+/// returns the fixed part of the WQE it wrote (without its SGE and inline
+/// counts).
+///
+/// A memory-window bind is checked as [`bind_fields`] does for a bind
+/// asked for `via`: `ibv_post_send` posts type 2 binds,
+/// [`super::mw::bind_mw`] posts type 1 binds through here too.
 ///
 /// # Safety
 ///
 /// `wr` is a valid `ibv_send_wr` as `ibv_post_send` requires: its SGE list
 /// holds `num_sge` entries; with `IBV_SEND_INLINE` they describe readable
-/// memory; on a UD QP `wr.ud.ah` is NULL or a live roxe AH.
+/// memory; on a UD QP `wr.ud.ah` is NULL or a live roxe AH; for a bind,
+/// `bind_mw.mw` is NULL or a live `ibv_mw` and `bind_mw.bind_info.mr` NULL
+/// or a live `ibv_mr`.
 unsafe fn post_one_send(
     qp_type: u32,
     sq: &mut SendQueue<WqMapping>,
     wr: &ibv::SendWr,
-) -> Result<(), Errno> {
+    via: BindVia,
+) -> Result<SendWqe, Errno> {
     // SAFETY: per the contract.
     let sges = unsafe { sges(wr.sg_list, wr.num_sge, sq.max_sge()) }?;
     // SAFETY (the union reads): `wr_part` names the member that the
@@ -426,6 +477,15 @@ unsafe fn post_one_send(
                 remote_qkey: u.remote_qkey,
             }
         }
+        WrPart::Bind => {
+            check_bind_wr(wr.num_sge, wr.imm_data)?;
+            // SAFETY: see above.
+            let b = unsafe { wr.extra.bind_mw };
+            // SAFETY: the window and the MR are NULL or live, per the
+            // contract.
+            let bind = unsafe { mw::bind_request(b.mw, b.rkey, &b.bind_info) }?;
+            bind_fields(via, &bind)?
+        }
     };
     let wqe = send_wqe(wr.wr_id, wr.opcode, wr.send_flags, wr.imm_data, fields);
     sq.push(wqe, sges, |sge, dst| {
@@ -436,7 +496,8 @@ unsafe fn post_one_send(
         // readable memory (the contract); `dst` is exactly `sge.length`
         // bytes of the provider's own scratch slot, so they do not overlap.
         unsafe { ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
-    })
+    })?;
+    Ok(wqe)
 }
 
 /// Rings the send doorbell: an `ibv_post_send` command with no work
@@ -456,17 +517,80 @@ unsafe fn kick(ibqp: *mut ibv::Qp) -> Result<(), Errno> {
     cmd_result(unsafe { ibv_cmd_post_send(ibqp, ptr::null_mut(), &raw mut ignored) })
 }
 
+/// Runs `post` on the QP's send queue under the send lock, then publishes
+/// what it wrote and, if that was anything, rings the doorbell. `post`
+/// gets the QP type and the send queue.
+///
+/// Returns what `post` returned, after publishing whatever it wrote before
+/// it failed. Fails with `EINVAL`, before `post` runs, if the QP is not in
+/// a state that allows posting (before RTS), and with the doorbell's errno
+/// if `post` succeeded but the doorbell failed (the WQEs are in the ring
+/// then: the kernel flushes them when the QP enters ERR, and discards them
+/// on RESET).
+///
+/// # Safety
+///
+/// `ibqp` is a live roxe QP, and this thread holds none of its locks.
+unsafe fn post_batch<R>(
+    ibqp: *mut ibv::Qp,
+    post: impl FnOnce(u32, &mut SendQueue<WqMapping>) -> Result<R, Errno>,
+) -> Result<R, Errno> {
+    // SAFETY: `ibqp` is a live roxe QP per the contract.
+    let qp = unsafe { Qp::from_ibv(ibqp) };
+    if !can_post_send(qp.state.load(Ordering::Acquire)) {
+        return Err(Errno::EINVAL);
+    }
+    let (result, posted) = {
+        let mut guard = qp.sq.lock();
+        let sq = guard.as_mut().ok_or(Errno::EINVAL)?;
+        let result = post(qp.qp_type, sq);
+        (result, sq.publish())
+    };
+    if posted {
+        // SAFETY: `ibqp` is live.
+        let rang = unsafe { kick(ibqp) };
+        if let (Ok(_), Err(err)) = (&result, rang) {
+            return Err(err);
+        }
+    }
+    result
+}
+
+/// Posts the single send work request `wr` (its `next` is not followed)
+/// as [`post_send`] does, checking a bind as one asked for `via`. Returns
+/// the fixed part of the WQE it wrote.
+///
+/// # Safety
+///
+/// `ibqp` is a live roxe QP that this thread holds no lock of, and `wr` is
+/// valid as `post_one_send` requires.
+pub(super) unsafe fn post_single(
+    ibqp: *mut ibv::Qp,
+    wr: &ibv::SendWr,
+    via: BindVia,
+) -> Result<SendWqe, Errno> {
+    let post = |qp_type, sq: &mut SendQueue<WqMapping>| {
+        // SAFETY: `wr` is valid per the contract.
+        unsafe { post_one_send(qp_type, sq, wr, via) }
+    };
+    // SAFETY: per the contract.
+    unsafe { post_batch(ibqp, post) }
+}
+
 /// `verbs_context_ops.post_send`: writes the work requests into the send
 /// ring, publishes them, and rings the doorbell.
 ///
 /// Returns 0, or a positive errno with `*bad_wr` set to the first work
 /// request that was not posted; those before it were. `EINVAL` for a QP
 /// that is not yet in RTS (nothing is posted), too many SGEs or too much
-/// inline data, or a UD work request without an AH; `ENOMEM` when the ring
-/// is full; `EOPNOTSUPP` for memory-window binds. If the doorbell itself
-/// fails, the work requests are in the ring already, but `*bad_wr` is the
-/// first of this call and the doorbell's errno is returned: the kernel
-/// flushes them when the QP enters ERR, and discards them on RESET.
+/// inline data, a UD work request without an AH, or a memory-window bind
+/// that [`bind_fields`] refuses (only type 2 windows, on RC and UC QPs;
+/// `ibv_bind_mw` binds type 1); `ENOMEM` when the ring is full. A bind
+/// leaves `bind_mw.mw->rkey` alone: the caller knows the new rkey from
+/// `bind_mw.rkey`. If the doorbell itself fails, the work requests are in
+/// the ring already, but `*bad_wr` is the first of this call and the
+/// doorbell's errno is returned: the kernel flushes them when the QP
+/// enters ERR, and discards them on RESET.
 ///
 /// # Safety
 ///
@@ -485,43 +609,502 @@ pub(super) unsafe extern "C" fn post_send(
     if wr.is_null() {
         return 0;
     }
-    // SAFETY: `ibqp` is a live roxe QP per the contract.
-    let qp = unsafe { Qp::from_ibv(ibqp) };
-    if !can_post_send(qp.state.load(Ordering::Acquire)) {
-        *bad_wr = wr;
-        return Errno::EINVAL.get();
-    }
-    let (result, posted) = {
-        let mut guard = qp.sq.lock();
-        let Some(sq) = guard.as_mut() else {
-            *bad_wr = wr;
-            return Errno::EINVAL.get();
-        };
-        let mut result = Ok(());
+    let post_list = |qp_type, sq: &mut SendQueue<WqMapping>| {
         let mut cur = wr;
         // SAFETY: each element of the caller's list is valid per the
         // contract.
         while let Some(w) = unsafe { cur.as_ref() } {
             // SAFETY: as above.
-            if let Err(err) = unsafe { post_one_send(qp.qp_type, sq, w) } {
+            if let Err(err) = unsafe { post_one_send(qp_type, sq, w, BindVia::WorkRequest) } {
                 *bad_wr = cur;
-                result = Err(err);
-                break;
+                return Err(err);
             }
             cur = w.next;
         }
-        (result, sq.publish())
+        Ok(())
     };
-    if posted {
-        // SAFETY: `ibqp` is live.
-        if let Err(err) = unsafe { kick(ibqp) } {
-            if result.is_ok() {
-                *bad_wr = wr;
-                return err.get();
-            }
-        }
+    // SAFETY: `ibqp` is a live roxe QP per the contract; libibverbs calls
+    // the op with no lock of the QP held.
+    let result = unsafe { post_batch(ibqp, post_list) };
+    // Failures that no single work request caused name the first one.
+    if result.is_err() && bad_wr.is_null() {
+        *bad_wr = wr;
     }
     errno_ret(result)
+}
+
+// The `ibv_wr_*` interface.
+//
+// Each op gets the `ibv_qp_ex` of a roxe QP created with
+// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`. Their common contract, that of the
+// `ibv_wr_post` man page: `wr_start` is called by a thread that has no
+// batch open on the QP and holds no lock of it; every other op only by
+// the thread whose batch is open, between its `wr_start` and its
+// `wr_complete` or `wr_abort`. The batch holds the send lock throughout,
+// so other threads' `post_send` and `wr_start` on the QP wait for it (and
+// the batch's own thread must not call them). The builders and setters
+// keep any error in the batch, and `wr_complete` returns it.
+
+/// Fills in the `ibv_wr_*` ops of a QP and sets `VERBS_QP_EX`, so that
+/// `ibv_qp_to_qp_ex` returns its `ibv_qp_ex`.
+///
+/// Every QP gets `wr_start`, `wr_complete`, `wr_abort` and the setters
+/// (`wr_set_ud_addr` fails the batch on QPs that are not UD); a builder
+/// only if `send_ops` names its operation (which [`check_init_attr`] has
+/// checked against the QP type). `wr_send_tso`, `wr_set_xrc_srqn` and
+/// stay NULL: roxe has no TSO or XRC.
+///
+/// # Safety
+///
+/// `vqp` is the `verbs_qp` of a live [`Qp`] that nothing else uses yet,
+/// whose send queue offers the `ibv_wr_*` interface
+/// ([`SendQueue::enable_wr`]).
+unsafe fn install_wr_ops(vqp: *mut verbs::Qp, send_ops: u64) {
+    let with = |flag: u64| send_ops & flag != 0;
+    // SAFETY: per the contract the QP is live and only this thread uses
+    // it; `qp_ex` is at offset 0 of the union at offset 0.
+    let ex = unsafe { &mut *vqp.cast::<ibv::QpEx>() };
+    ex.wr_start = Some(wr_start);
+    ex.wr_complete = Some(wr_complete);
+    ex.wr_abort = Some(wr_abort);
+    ex.wr_set_ud_addr = Some(wr_set_ud_addr);
+    ex.wr_set_sge = Some(wr_set_sge);
+    ex.wr_set_sge_list = Some(wr_set_sge_list);
+    ex.wr_set_inline_data = Some(wr_set_inline_data);
+    ex.wr_set_inline_data_list = Some(wr_set_inline_data_list);
+    ex.wr_send = with(ibv::QP_EX_WITH_SEND).then_some(wr_send as _);
+    ex.wr_send_imm = with(ibv::QP_EX_WITH_SEND_WITH_IMM).then_some(wr_send_imm as _);
+    ex.wr_send_inv = with(ibv::QP_EX_WITH_SEND_WITH_INV).then_some(wr_send_inv as _);
+    ex.wr_rdma_write = with(ibv::QP_EX_WITH_RDMA_WRITE).then_some(wr_rdma_write as _);
+    ex.wr_rdma_write_imm =
+        with(ibv::QP_EX_WITH_RDMA_WRITE_WITH_IMM).then_some(wr_rdma_write_imm as _);
+    ex.wr_rdma_read = with(ibv::QP_EX_WITH_RDMA_READ).then_some(wr_rdma_read as _);
+    ex.wr_atomic_cmp_swp =
+        with(ibv::QP_EX_WITH_ATOMIC_CMP_AND_SWP).then_some(wr_atomic_cmp_swp as _);
+    ex.wr_atomic_fetch_add =
+        with(ibv::QP_EX_WITH_ATOMIC_FETCH_AND_ADD).then_some(wr_atomic_fetch_add as _);
+    ex.wr_atomic_write = with(ibv::QP_EX_WITH_ATOMIC_WRITE).then_some(wr_atomic_write as _);
+    ex.wr_local_inv = with(ibv::QP_EX_WITH_LOCAL_INV).then_some(wr_local_inv as _);
+    ex.wr_bind_mw = with(ibv::QP_EX_WITH_BIND_MW).then_some(wr_bind_mw as _);
+    // SAFETY: as above; `ex` is no longer used.
+    unsafe { (*vqp).comp_mask |= verbs::QP_EX };
+}
+
+/// Runs `f` on the send queue of the batch the calling thread has open on
+/// `qpx`; does nothing outside a batch.
+///
+/// # Safety
+///
+/// `qpx` is the `ibv_qp_ex` of a live roxe QP, and the calling thread is
+/// the one whose batch is open on it, if any is.
+unsafe fn in_batch(qpx: *mut ibv::QpEx, f: impl FnOnce(&mut SendQueue<WqMapping>)) {
+    // SAFETY: `qpx` is a live roxe QP per the contract.
+    let qp = unsafe { Qp::from_ex(qpx) };
+    // SAFETY: if the send lock is held, it is held by this thread's batch,
+    // whose guard `wr_start` parked, per the contract.
+    let Some(mut guard) = (unsafe { qp.sq.resume() }) else {
+        return;
+    };
+    if let Some(sq) = guard.as_mut() {
+        f(sq);
+    }
+    guard.park();
+}
+
+/// A builder: starts a work request of the batch with `opcode`,
+/// `imm_data` and `fields` (or fails the batch with their error), and the
+/// `wr_id` and `wr_flags` the application set in `qpx`.
+///
+/// # Safety
+///
+/// As for [`in_batch`].
+unsafe fn build(qpx: *mut ibv::QpEx, opcode: u32, imm_data: u32, fields: Result<WrFields, Errno>) {
+    // SAFETY: `qpx` is live per the contract. The application writes
+    // `wr_id` and `wr_flags` before it calls a builder, on this thread;
+    // libibverbs never writes them.
+    let (wr_id, wr_flags) = unsafe { ((*qpx).wr_id, (*qpx).wr_flags) };
+    let wqe = fields.map(|f| send_wqe(wr_id, opcode, wr_flags, imm_data, f));
+    // SAFETY: per the contract.
+    unsafe { in_batch(qpx, |sq| sq.wr_build(wqe)) };
+}
+
+/// `ibv_qp_ex.wr_start`: takes the send lock and opens a batch.
+///
+/// # Safety
+///
+/// `qpx` is the `ibv_qp_ex` of a live roxe QP; the calling thread has no
+/// batch open on it and holds none of its locks.
+unsafe extern "C" fn wr_start(qpx: *mut ibv::QpEx) {
+    // SAFETY: `qpx` is a live roxe QP per the contract.
+    let qp = unsafe { Qp::from_ex(qpx) };
+    let mut guard = qp.sq.lock();
+    if let Some(sq) = guard.as_mut() {
+        sq.wr_start();
+    }
+    // Held until `wr_complete` or `wr_abort`.
+    guard.park();
+}
+
+/// `ibv_qp_ex.wr_complete`: publishes the batch, rings the doorbell as
+/// `post_send` does, and releases the send lock.
+///
+/// Returns 0 or a positive errno. If the batch failed, nothing of it is
+/// posted and the first error is returned: `EINVAL` for a QP not yet in
+/// RTS, a setter without a builder before it, too many SGEs or inline
+/// bytes, a UD work request without `wr_set_ud_addr` or with a NULL AH, a
+/// bind `bind_fields` refuses; `ENOMEM` if the ring filled up. If the
+/// doorbell fails, the batch is in the ring already and its errno is
+/// returned (as for `post_send`). `EINVAL` outside a batch.
+///
+/// # Safety
+///
+/// `qpx` is the `ibv_qp_ex` of a live roxe QP, and the calling thread has
+/// the batch open on it (see above).
+unsafe extern "C" fn wr_complete(qpx: *mut ibv::QpEx) -> c_int {
+    // SAFETY: `qpx` is a live roxe QP per the contract.
+    let qp = unsafe { Qp::from_ex(qpx) };
+    // SAFETY: as in `in_batch`.
+    let Some(mut guard) = (unsafe { qp.sq.resume() }) else {
+        return Errno::EINVAL.get();
+    };
+    let result = match guard.as_mut() {
+        Some(sq) if can_post_send(qp.state.load(Ordering::Acquire)) => sq.wr_complete(),
+        Some(sq) => {
+            sq.wr_abort();
+            Err(Errno::EINVAL)
+        }
+        None => Err(Errno::EINVAL),
+    };
+    drop(guard);
+    match result {
+        // SAFETY: the QP is live, and this thread no longer holds its lock.
+        Ok(true) => errno_ret(unsafe { kick(qp.ibv()) }),
+        Ok(false) => 0,
+        Err(err) => err.get(),
+    }
+}
+
+/// `ibv_qp_ex.wr_abort`: drops every work request of the batch and
+/// releases the send lock.
+///
+/// # Safety
+///
+/// As for [`wr_complete`].
+unsafe extern "C" fn wr_abort(qpx: *mut ibv::QpEx) {
+    // SAFETY: `qpx` is a live roxe QP per the contract.
+    let qp = unsafe { Qp::from_ex(qpx) };
+    // SAFETY: as in `in_batch`.
+    if let Some(mut guard) = unsafe { qp.sq.resume() } {
+        if let Some(sq) = guard.as_mut() {
+            sq.wr_abort();
+        }
+    }
+}
+
+/// `ibv_qp_ex.wr_send`.
+///
+/// # Safety
+///
+/// As for [`wr_complete`]; so for every builder and setter below.
+unsafe extern "C" fn wr_send(qpx: *mut ibv::QpEx) {
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_SEND, 0, Ok(WrFields::None)) };
+}
+
+/// `ibv_qp_ex.wr_send_imm`; `imm_data` is in network byte order.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_send_imm(qpx: *mut ibv::QpEx, imm_data: u32) {
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_SEND_WITH_IMM, imm_data, Ok(WrFields::None)) };
+}
+
+/// `ibv_qp_ex.wr_send_inv`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_send_inv(qpx: *mut ibv::QpEx, invalidate_rkey: u32) {
+    // SAFETY: per the contract.
+    unsafe {
+        build(
+            qpx,
+            ibv::WR_SEND_WITH_INV,
+            invalidate_rkey,
+            Ok(WrFields::None),
+        )
+    };
+}
+
+/// `ibv_qp_ex.wr_rdma_write`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_rdma_write(qpx: *mut ibv::QpEx, rkey: u32, remote_addr: u64) {
+    let fields = WrFields::Rdma { remote_addr, rkey };
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_RDMA_WRITE, 0, Ok(fields)) };
+}
+
+/// `ibv_qp_ex.wr_rdma_write_imm`; `imm_data` is in network byte order.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_rdma_write_imm(
+    qpx: *mut ibv::QpEx,
+    rkey: u32,
+    remote_addr: u64,
+    imm_data: u32,
+) {
+    let fields = WrFields::Rdma { remote_addr, rkey };
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_RDMA_WRITE_WITH_IMM, imm_data, Ok(fields)) };
+}
+
+/// `ibv_qp_ex.wr_rdma_read`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_rdma_read(qpx: *mut ibv::QpEx, rkey: u32, remote_addr: u64) {
+    let fields = WrFields::Rdma { remote_addr, rkey };
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_RDMA_READ, 0, Ok(fields)) };
+}
+
+/// `ibv_qp_ex.wr_atomic_cmp_swp`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    qpx: *mut ibv::QpEx,
+    rkey: u32,
+    remote_addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    let fields = WrFields::Atomic {
+        remote_addr,
+        compare_add: compare,
+        swap,
+        rkey,
+    };
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_ATOMIC_CMP_AND_SWP, 0, Ok(fields)) };
+}
+
+/// `ibv_qp_ex.wr_atomic_fetch_add`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_atomic_fetch_add(
+    qpx: *mut ibv::QpEx,
+    rkey: u32,
+    remote_addr: u64,
+    add: u64,
+) {
+    let fields = WrFields::Atomic {
+        remote_addr,
+        compare_add: add,
+        swap: 0,
+        rkey,
+    };
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_ATOMIC_FETCH_AND_ADD, 0, Ok(fields)) };
+}
+
+/// `ibv_qp_ex.wr_atomic_write`: stores the 8 bytes at `atomic_wr`
+/// remotely in one piece. The bytes travel in the WQE's `compare_add`
+/// (a WQE with neither SGEs nor inline data, as `roxe_uapi` defines).
+///
+/// # Safety
+///
+/// As for [`wr_send`]; `atomic_wr` is NULL or points to 8 readable bytes.
+unsafe extern "C" fn wr_atomic_write(
+    qpx: *mut ibv::QpEx,
+    rkey: u32,
+    remote_addr: u64,
+    atomic_wr: *const c_void,
+) {
+    let fields = if atomic_wr.is_null() {
+        Err(Errno::EINVAL)
+    } else {
+        // SAFETY: 8 readable bytes per the contract, of any alignment.
+        let value = unsafe { ptr::read_unaligned(atomic_wr.cast::<u64>()) };
+        Ok(WrFields::Atomic {
+            remote_addr,
+            compare_add: value,
+            swap: 0,
+            rkey,
+        })
+    };
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_ATOMIC_WRITE, 0, fields) };
+}
+
+/// `ibv_qp_ex.wr_local_inv`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_local_inv(qpx: *mut ibv::QpEx, invalidate_rkey: u32) {
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_LOCAL_INV, invalidate_rkey, Ok(WrFields::None)) };
+}
+
+/// `ibv_qp_ex.wr_bind_mw`: binds a type 2 window with the new `rkey`, as
+/// a bind work request of `post_send` does (`mw->rkey` is left alone).
+///
+/// # Safety
+///
+/// As for [`wr_send`]; `mw` is NULL or a live `ibv_mw`, `bind_info` NULL
+/// or readable, and its `mr` NULL or a live `ibv_mr`.
+unsafe extern "C" fn wr_bind_mw(
+    qpx: *mut ibv::QpEx,
+    mw: *mut ibv::Mw,
+    rkey: u32,
+    bind_info: *const ibv::MwBindInfo,
+) {
+    // SAFETY: NULL or readable per the contract.
+    let fields = unsafe { bind_info.as_ref() }
+        .ok_or(Errno::EINVAL)
+        // SAFETY: the window and the MR are NULL or live per the contract.
+        .and_then(|info| unsafe { mw::bind_request(mw, rkey, info) })
+        .and_then(|b| bind_fields(BindVia::WorkRequest, &b));
+    // SAFETY: per the contract.
+    unsafe { build(qpx, ibv::WR_BIND_MW, 0, fields) };
+}
+
+/// `ibv_qp_ex.wr_set_ud_addr`.
+///
+/// # Safety
+///
+/// As for [`wr_send`]; `ah` is NULL or a live roxe AH.
+unsafe extern "C" fn wr_set_ud_addr(
+    qpx: *mut ibv::QpEx,
+    ah: *mut ibv::Ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) {
+    // SAFETY: NULL or a live roxe AH per the contract.
+    let ah_num = unsafe { ah::number(ah) };
+    // SAFETY: per the contract.
+    unsafe {
+        in_batch(qpx, |sq| match ah_num {
+            Some(n) => sq.wr_set_ud(n, remote_qpn, remote_qkey),
+            None => sq.wr_fail(Errno::EINVAL),
+        });
+    }
+}
+
+/// `ibv_qp_ex.wr_set_sge`.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_set_sge(qpx: *mut ibv::QpEx, lkey: u32, addr: u64, length: u32) {
+    let sge = ibv::Sge { addr, length, lkey };
+    // SAFETY: per the contract.
+    unsafe { in_batch(qpx, |sq| sq.wr_set_sge(sge)) };
+}
+
+/// The `n` elements at `ptr` as a slice, or `EINVAL` if `ptr` is NULL (and
+/// `n` is not 0) or `n` elements could not be one object.
+///
+/// # Safety
+///
+/// `ptr` points to `n` readable elements that stay unchanged for `'a`, if
+/// `n` is not 0.
+unsafe fn c_array<'a, T>(ptr: *const T, n: usize) -> Result<&'a [T], Errno> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    let fits = n
+        .checked_mul(core::mem::size_of::<T>())
+        .is_some_and(|bytes| isize::try_from(bytes).is_ok());
+    if ptr.is_null() || !fits {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: non-NULL, of a size that fits an object, and readable for
+    // `n` elements per the contract.
+    Ok(unsafe { slice::from_raw_parts(ptr, n) })
+}
+
+/// `ibv_qp_ex.wr_set_sge_list`.
+///
+/// # Safety
+///
+/// As for [`wr_send`]; `sg_list` points to `num_sge` readable SGEs.
+unsafe extern "C" fn wr_set_sge_list(
+    qpx: *mut ibv::QpEx,
+    num_sge: usize,
+    sg_list: *const ibv::Sge,
+) {
+    // SAFETY: per the contract; the SGEs are copied before this returns.
+    let sges = unsafe { c_array(sg_list, num_sge) };
+    // SAFETY: per the contract.
+    unsafe {
+        in_batch(qpx, |sq| match sges {
+            Ok(sges) => sq.wr_set_sge_list(sges),
+            Err(err) => sq.wr_fail(err),
+        });
+    }
+}
+
+/// Sets the inline data of the pending work request to the bytes of
+/// `bufs`, which are copied now.
+///
+/// # Safety
+///
+/// As for [`in_batch`]; each buffer in `bufs` with a non-zero length
+/// describes readable memory.
+unsafe fn set_inline(qpx: *mut ibv::QpEx, bufs: Result<&[ibv::DataBuf], Errno>) {
+    let copy = |buf: &ibv::DataBuf, dst: &mut [u8]| {
+        // SAFETY: `dst` is `buf.length` bytes of the provider's own buffer,
+        // and `buf` describes that many readable bytes, per the contract.
+        unsafe { ptr::copy_nonoverlapping(buf.addr.cast::<u8>(), dst.as_mut_ptr(), dst.len()) };
+    };
+    // SAFETY: per the contract.
+    unsafe {
+        in_batch(qpx, |sq| match bufs {
+            Ok(bufs) => sq.wr_set_inline(bufs, copy),
+            Err(err) => sq.wr_fail(err),
+        });
+    }
+}
+
+/// `ibv_qp_ex.wr_set_inline_data`.
+///
+/// # Safety
+///
+/// As for [`wr_send`]; `addr` points to `length` readable bytes.
+unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv::QpEx, addr: *mut c_void, length: usize) {
+    let buf = [ibv::DataBuf { addr, length }];
+    // SAFETY: per the contract.
+    unsafe { set_inline(qpx, Ok(&buf)) };
+}
+
+/// `ibv_qp_ex.wr_set_inline_data_list`.
+///
+/// # Safety
+///
+/// As for [`wr_send`]; `buf_list` points to `num_buf` readable
+/// `ibv_data_buf`s, each describing readable memory.
+unsafe extern "C" fn wr_set_inline_data_list(
+    qpx: *mut ibv::QpEx,
+    num_buf: usize,
+    buf_list: *const ibv::DataBuf,
+) {
+    // SAFETY: per the contract; the buffers are copied before this returns.
+    let bufs = unsafe { c_array(buf_list, num_buf) };
+    // SAFETY: per the contract.
+    unsafe { set_inline(qpx, bufs) };
 }
 
 /// Writes the receive work requests of `wr` into `rq` and publishes them.
@@ -656,6 +1239,57 @@ mod tests {
         fn ibv(&self) -> *mut ibv::Qp {
             // SAFETY: `qp` is live until `drop`.
             unsafe { self.qp.as_ref() }.ibv()
+        }
+
+        /// A QP as `create_qp_ex` makes it with `send_ops_flags` `ops`.
+        fn with_wr(qp_type: u32, state: u32, ops: u64) -> Self {
+            let qp = Self::new(qp_type, state);
+            // SAFETY: `qp` is live and only this test uses it.
+            let q = unsafe { qp.qp.as_ref() };
+            q.sq.lock()
+                .as_mut()
+                .expect("mapped")
+                .enable_wr(qp_type == ibv::QPT_UD)
+                .expect("room");
+            // SAFETY: the QP is live, unused elsewhere, and offers the
+            // interface.
+            unsafe { install_wr_ops(q.vqp.get(), ops) };
+            qp
+        }
+
+        /// The `ibv_qp_ex`, as `ibv_qp_to_qp_ex` would return it.
+        fn ex(&self) -> *mut ibv::QpEx {
+            self.ibv().cast()
+        }
+
+        /// The installed `ibv_qp_ex` ops, as libibverbs' inline
+        /// `ibv_wr_*` calls read them.
+        fn ops(&self) -> &ibv::QpEx {
+            // SAFETY: the QP is live; only the test thread touches it.
+            unsafe { &*self.ex() }
+        }
+
+        /// Sets `wr_id` and `wr_flags` as the application does.
+        fn set_wr(&self, wr_id: u64, wr_flags: u32) {
+            // SAFETY: as in `ops`.
+            unsafe {
+                (*self.ex()).wr_id = wr_id;
+                (*self.ex()).wr_flags = wr_flags;
+            }
+        }
+
+        /// Whether the send lock is free (no batch is open). Leaves the
+        /// lock as it was.
+        fn sq_unlocked(&self) -> bool {
+            // SAFETY: `qp` is live; only the test thread uses it, so if the
+            // lock is held, it is by the batch this thread opened.
+            match unsafe { self.qp.as_ref().sq.resume() } {
+                Some(batch) => {
+                    batch.park();
+                    false
+                }
+                None => true,
+            }
         }
 
         fn recv(&self, wrs: &mut [ibv::RecvWr]) -> (c_int, *mut ibv::RecvWr) {
@@ -833,8 +1467,8 @@ mod tests {
             (send_wr(1, ibv::WR_SEND, 0, &mut two), Errno::EINVAL),
             // UD without an AH.
             (send_wr(2, ibv::WR_SEND, 0, &mut []), Errno::EINVAL),
-            // A bind.
-            (send_wr(3, ibv::WR_BIND_MW, 0, &mut []), Errno::EOPNOTSUPP),
+            // A bind, which UD QPs cannot do.
+            (send_wr(3, ibv::WR_BIND_MW, 0, &mut []), Errno::EINVAL),
         ];
         for (mut wr, err) in cases {
             let mut bad = ptr::null_mut();
@@ -863,7 +1497,7 @@ mod tests {
         let mut guard = q.sq.lock();
         let sq = guard.as_mut().expect("mapped");
         // SAFETY: `wr` is valid and its inline SGE points at `data`.
-        unsafe { post_one_send(ibv::QPT_RC, sq, &wr) }.expect("fits");
+        unsafe { post_one_send(ibv::QPT_RC, sq, &wr, BindVia::WorkRequest) }.expect("fits");
         // A 57-byte inline send does not.
         let big = [0u8; 57];
         let mut s = [ibv::Sge {
@@ -873,7 +1507,7 @@ mod tests {
         }];
         let wr = send_wr(43, ibv::WR_SEND, ibv::SEND_INLINE, &mut s);
         // SAFETY: as above.
-        let too_big = unsafe { post_one_send(ibv::QPT_RC, sq, &wr) };
+        let too_big = unsafe { post_one_send(ibv::QPT_RC, sq, &wr, BindVia::WorkRequest) };
         assert_eq!(too_big, Err(Errno::EINVAL));
         assert!(sq.publish());
         drop(guard);
@@ -891,6 +1525,390 @@ mod tests {
             "inline_len"
         );
         assert_eq!(slot[72..], data);
+    }
+
+    /// A window as `ibv_alloc_mw` leaves it: index 0x42, key byte 0x17.
+    fn window(mw_type: u32) -> ibv::Mw {
+        ibv::Mw {
+            rkey: 0x4217,
+            type_: mw_type,
+            ..ibv::Mw::ZERO
+        }
+    }
+
+    fn mr(lkey: u32) -> ibv::Mr {
+        ibv::Mr {
+            lkey,
+            ..ibv::Mr::ZERO
+        }
+    }
+
+    fn bind_info(mr: &mut ibv::Mr, length: u64, access: u32) -> ibv::MwBindInfo {
+        ibv::MwBindInfo {
+            mr,
+            addr: 0x7f00_0000_2000,
+            length,
+            mw_access_flags: access,
+        }
+    }
+
+    /// An `IBV_WR_BIND_MW` work request for `mw`, asking for `rkey`.
+    fn bind_wr(wr_id: u64, mw: &mut ibv::Mw, rkey: u32, info: ibv::MwBindInfo) -> ibv::SendWr {
+        let mut wr = send_wr(wr_id, ibv::WR_BIND_MW, ibv::SEND_SIGNALED, &mut []);
+        wr.extra = ibv::SendWrExtra {
+            bind_mw: ibv::BindMwWr {
+                mw,
+                rkey,
+                bind_info: info,
+            },
+        };
+        wr
+    }
+
+    #[test]
+    fn bind_work_requests_become_bind_wqes() {
+        let qp = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+        let (mut mw1, mut mw2, mut m) = (window(1), window(2), mr(0x905));
+        let wr2 = bind_wr(1, &mut mw2, 0x4218, bind_info(&mut m, 64, 2));
+        let wr1 = bind_wr(2, &mut mw1, 0, bind_info(&mut m, 64, 6));
+        // SAFETY: `qp` is live and only this test uses it.
+        let q = unsafe { qp.qp.as_ref() };
+        let mut guard = q.sq.lock();
+        let sq = guard.as_mut().expect("mapped");
+        // SAFETY: both work requests are valid, with a live window and MR.
+        let posted = unsafe {
+            (
+                post_one_send(ibv::QPT_RC, sq, &wr2, BindVia::WorkRequest),
+                post_one_send(ibv::QPT_RC, sq, &wr1, BindVia::Verb),
+            )
+        };
+        let (w2, w1) = (posted.0.expect("type 2"), posted.1.expect("type 1"));
+        assert_eq!((w2.rkey, w1.rkey), (0x4218, 0x4218));
+        assert!(sq.publish());
+        drop(guard);
+        // Posting changes neither window: the caller of a bind work
+        // request keeps its new rkey itself, and `bind_mw` stores its own.
+        assert_eq!((mw1.rkey, mw2.rkey), (0x4217, 0x4217));
+        let u32_at =
+            |b: &[u8], off: usize| u32::from_ne_bytes(b[off..off + 4].try_into().expect("4"));
+        let u64_at =
+            |b: &[u8], off: usize| u64::from_ne_bytes(b[off..off + 8].try_into().expect("8"));
+        for (slot, wr_id, swap) in [(0, 1, 2), (1, 2, roxe_uapi::BIND_TYPE1 | 6)] {
+            let b = slot_bytes(&qp.sq, slot, 128, 72);
+            assert_eq!(u64_at(&b, 0), wr_id);
+            assert_eq!(u32_at(&b, 8), ibv::WR_BIND_MW, "opcode");
+            assert_eq!(u32_at(&b, 12), ibv::SEND_SIGNALED, "send_flags");
+            assert_eq!(u32_at(&b, 16), 0x905, "imm_data: the MR's lkey");
+            assert_eq!((u32_at(&b, 20), u32_at(&b, 24)), (0, 0), "no data");
+            assert_eq!(u32_at(&b, 28), 0x4218, "rkey");
+            assert_eq!(u64_at(&b, 32), 0x7f00_0000_2000, "remote_addr");
+            assert_eq!(u64_at(&b, 40), 64, "compare_add: the length");
+            assert_eq!(u64_at(&b, 48), swap, "swap: rights and BIND_TYPE1");
+        }
+    }
+
+    #[test]
+    fn post_send_refuses_bad_binds_before_the_ring() {
+        let qp = TestQp::new(ibv::QPT_UC, ibv::QPS_RTS);
+        let (mut mw1, mut mw2, mut m) = (window(1), window(2), mr(0x905));
+        let mut one = [ibv::Sge::default()];
+        let mut cases = vec![
+            // `ibv_post_send` binds type 2 windows only.
+            bind_wr(1, &mut mw1, 0x4218, bind_info(&mut m, 64, 2)),
+            // A NULL window.
+            bind_wr(2, &mut mw2, 0x4218, bind_info(&mut m, 64, 2)),
+            // No MR for 64 bytes.
+            bind_wr(3, &mut mw2, 0x4218, bind_info(&mut m, 64, 2)),
+            // A new rkey of another window.
+            bind_wr(4, &mut mw2, 0x4318, bind_info(&mut m, 64, 2)),
+            // SGEs, and immediate data.
+            bind_wr(5, &mut mw2, 0x4218, bind_info(&mut m, 64, 2)),
+            bind_wr(6, &mut mw2, 0x4218, bind_info(&mut m, 64, 2)),
+        ];
+        cases[1].extra.bind_mw.mw = ptr::null_mut();
+        cases[2].extra.bind_mw.bind_info.mr = ptr::null_mut();
+        cases[4].sg_list = one.as_mut_ptr();
+        cases[4].num_sge = 1;
+        cases[5].imm_data = 1;
+        for wr in &mut cases {
+            let mut bad = ptr::null_mut();
+            // SAFETY: the QP is live; the work request is valid, its window
+            // and MR NULL or live; it fails before the doorbell.
+            let ret = unsafe { post_send(qp.ibv(), wr, &raw mut bad) };
+            assert_eq!(
+                (ret, bad),
+                (Errno::EINVAL.get(), ptr::from_mut(wr)),
+                "wr {}",
+                wr.wr_id
+            );
+        }
+        assert_eq!(qp.sq.producer(), 0);
+        assert_eq!((mw1.rkey, mw2.rkey), (0x4217, 0x4217));
+    }
+
+    #[test]
+    fn bind_mw_refuses_before_the_ring() {
+        use crate::ffi::mw::bind_mw;
+        let rc = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+        let ud = TestQp::new(ibv::QPT_UD, ibv::QPS_RTS);
+        let reset = TestQp::new(ibv::QPT_RC, ibv::QPS_RESET);
+        let mut m = mr(0x905);
+        let good = ibv::MwBind {
+            wr_id: 9,
+            send_flags: ibv::SEND_SIGNALED,
+            bind_info: bind_info(&mut m, 64, ibv::ACCESS_REMOTE_WRITE),
+        };
+        let with_info = |f: fn(&mut ibv::MwBindInfo)| {
+            let mut b = good;
+            f(&mut b.bind_info);
+            b
+        };
+        let cases = [
+            ("a type 2 window", &rc, 2, good),
+            (
+                "a zero-based window",
+                &rc,
+                1,
+                with_info(|i| i.mw_access_flags |= ibv::ACCESS_ZERO_BASED),
+            ),
+            (
+                "a range without an MR",
+                &rc,
+                1,
+                with_info(|i| i.mr = ptr::null_mut()),
+            ),
+            ("a UD QP", &ud, 1, good),
+            ("a QP in RESET", &reset, 1, good),
+        ];
+        for (what, qp, t, mut b) in cases {
+            let mut mw = window(t);
+            // SAFETY: the QP, the window and the MR are live; every case
+            // fails before the doorbell.
+            let ret = unsafe { bind_mw(qp.ibv(), &raw mut mw, &raw mut b) };
+            assert_eq!(ret, Errno::EINVAL.get(), "{what}");
+            assert_eq!(mw.rkey, 0x4217, "{what}: the rkey is kept");
+        }
+        let (mut mw, mut b) = (window(1), good);
+        // SAFETY: the QP is live; NULL arguments are refused first.
+        let (no_mw, no_bind) = unsafe {
+            (
+                bind_mw(rc.ibv(), ptr::null_mut(), &raw mut b),
+                bind_mw(rc.ibv(), &raw mut mw, ptr::null_mut()),
+            )
+        };
+        assert_eq!((no_mw, no_bind), (Errno::EINVAL.get(), Errno::EINVAL.get()));
+        for qp in [&rc, &ud, &reset] {
+            assert_eq!(qp.sq.producer(), 0);
+        }
+    }
+
+    #[test]
+    fn wr_ops_follow_the_send_ops_flags() {
+        let plain = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+        // SAFETY: `plain` is live; only this thread uses it.
+        let comp_mask = |qp: &TestQp| unsafe { (*qp.qp.as_ref().vqp.get()).comp_mask };
+        assert_eq!(comp_mask(&plain), 0, "ibv_qp_to_qp_ex gives NULL");
+        assert!(plain.ops().wr_start.is_none());
+        let ops = ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_RDMA_WRITE | ibv::QP_EX_WITH_BIND_MW;
+        let qp = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ops);
+        assert_eq!(comp_mask(&qp), verbs::QP_EX);
+        let o = qp.ops();
+        assert!(o.wr_start.is_some() && o.wr_complete.is_some() && o.wr_abort.is_some());
+        assert!(o.wr_set_sge.is_some() && o.wr_set_sge_list.is_some());
+        assert!(o.wr_set_inline_data.is_some() && o.wr_set_inline_data_list.is_some());
+        assert!(o.wr_set_ud_addr.is_some());
+        assert!(o.wr_send.is_some() && o.wr_rdma_write.is_some() && o.wr_bind_mw.is_some());
+        assert!(o.wr_send_imm.is_none() && o.wr_rdma_read.is_none());
+        assert!(o.wr_atomic_cmp_swp.is_none() && o.wr_local_inv.is_none());
+        assert!(o.wr_send_tso.is_none() && o.wr_set_xrc_srqn.is_none());
+        assert!(o.wr_atomic_write.is_none());
+        // Every builder of RC.
+        let all = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, crate::qp::RC_SEND_OPS);
+        let o = all.ops();
+        assert!(
+            o.wr_send_imm.is_some()
+                && o.wr_send_inv.is_some()
+                && o.wr_rdma_write_imm.is_some()
+                && o.wr_rdma_read.is_some()
+                && o.wr_atomic_cmp_swp.is_some()
+                && o.wr_atomic_fetch_add.is_some()
+                && o.wr_local_inv.is_some()
+                && o.wr_atomic_write.is_some()
+        );
+    }
+
+    #[test]
+    fn wr_builders_fill_the_slots() {
+        let ops = ibv::QP_EX_WITH_RDMA_WRITE | ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_LOCAL_INV;
+        let qp = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ops);
+        let (o, ex) = (qp.ops(), qp.ex());
+        let data = *b"inline bytes";
+        // SAFETY: the QP is live and offers these ops; the batch is opened
+        // and ended on this thread; the inline data is readable. It is
+        // aborted: completing it would ring a doorbell, which needs a kernel.
+        unsafe {
+            (o.wr_start.expect("set"))(ex);
+            qp.set_wr(0x42, ibv::SEND_SIGNALED);
+            (o.wr_rdma_write.expect("set"))(ex, 0x77, 0xfeed_0000);
+            (o.wr_set_sge.expect("set"))(ex, 0x905, 0x1000, 64);
+            qp.set_wr(0x43, 0);
+            (o.wr_send.expect("set"))(ex);
+            (o.wr_set_inline_data.expect("set"))(ex, data.as_ptr().cast_mut().cast(), data.len());
+            // Starting the third writes the second into the ring.
+            (o.wr_local_inv.expect("set"))(ex, 0x1234);
+        }
+        let u32_at =
+            |b: &[u8], off: usize| u32::from_ne_bytes(b[off..off + 4].try_into().expect("4"));
+        let u64_at =
+            |b: &[u8], off: usize| u64::from_ne_bytes(b[off..off + 8].try_into().expect("8"));
+        let w = slot_bytes(&qp.sq, 0, 128, 88);
+        assert_eq!(
+            (u64_at(&w, 0), u32_at(&w, 8), u32_at(&w, 12)),
+            (0x42, ibv::WR_RDMA_WRITE, 2)
+        );
+        assert_eq!(
+            (u32_at(&w, 20), u32_at(&w, 28), u64_at(&w, 32)),
+            (1, 0x77, 0xfeed_0000)
+        );
+        assert_eq!(
+            (u64_at(&w, 72), u32_at(&w, 80), u32_at(&w, 84)),
+            (0x1000, 64, 0x905)
+        );
+        let w = slot_bytes(&qp.sq, 1, 128, 72 + data.len());
+        assert_eq!((u64_at(&w, 0), u32_at(&w, 8)), (0x43, ibv::WR_SEND));
+        assert_eq!(
+            (u32_at(&w, 12), u32_at(&w, 24)),
+            (ibv::SEND_INLINE, 12),
+            "flags, inline_len"
+        );
+        assert_eq!(w[72..], data);
+        assert!(!qp.sq_unlocked(), "the batch holds the send lock");
+        // SAFETY: as above.
+        unsafe { (o.wr_abort.expect("set"))(ex) };
+        assert!(qp.sq_unlocked());
+        assert_eq!(qp.sq.producer(), 0, "nothing was published");
+    }
+
+    /// Runs a batch that `wr_complete` must refuse before the doorbell,
+    /// and returns what it returned.
+    fn refused_batch(qp: &TestQp, body: impl FnOnce(&ibv::QpEx, *mut ibv::QpEx)) -> c_int {
+        let (o, ex) = (qp.ops(), qp.ex());
+        // SAFETY: the QP is live and offers the ops the body calls; the
+        // batch is opened and ended on this thread.
+        let ret = unsafe {
+            (o.wr_start.expect("set"))(ex);
+            body(o, ex);
+            (o.wr_complete.expect("set"))(ex)
+        };
+        assert!(qp.sq_unlocked(), "wr_complete released the lock");
+        assert_eq!(qp.sq.producer(), 0, "nothing was published");
+        ret
+    }
+
+    #[test]
+    fn wr_complete_refuses_failed_batches() {
+        let einval = Errno::EINVAL.get();
+        let ops = ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_BIND_MW;
+        let rc = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ops);
+        let two = [ibv::Sge::default(); 2];
+        let big = [0u8; 57];
+        // The ops of every batch below are called inside the batch, with
+        // readable arguments, or NULL where the op allows it.
+        // SAFETY: see above.
+        let ret = refused_batch(&rc, |o, ex| unsafe {
+            (o.wr_send.expect("set"))(ex);
+            (o.wr_set_sge_list.expect("set"))(ex, 2, two.as_ptr());
+        });
+        assert_eq!(ret, einval, "two SGEs, one granted");
+        // SAFETY: see above.
+        let ret = refused_batch(&rc, |o, ex| unsafe {
+            (o.wr_send.expect("set"))(ex);
+            (o.wr_set_sge_list.expect("set"))(ex, 1, ptr::null());
+        });
+        assert_eq!(ret, einval, "a NULL SGE list");
+        // SAFETY: see above.
+        let ret = refused_batch(&rc, |o, ex| unsafe {
+            (o.wr_send.expect("set"))(ex);
+            (o.wr_set_inline_data.expect("set"))(ex, big.as_ptr().cast_mut().cast(), 57);
+        });
+        assert_eq!(ret, einval, "57 inline bytes, 56 granted");
+        // SAFETY: see above.
+        let ret = refused_batch(&rc, |o, ex| unsafe {
+            (o.wr_set_sge.expect("set"))(ex, 1, 0x1000, 8);
+            (o.wr_send.expect("set"))(ex);
+        });
+        assert_eq!(ret, einval, "a setter before any builder");
+        // SAFETY: see above.
+        let ret = refused_batch(&rc, |o, ex| unsafe {
+            (o.wr_send.expect("set"))(ex);
+            (o.wr_set_ud_addr.expect("set"))(ex, ptr::null_mut(), 1, 2);
+        });
+        assert_eq!(ret, einval, "a UD destination on RC");
+        // Binds: a type 1 window, no bind info, no window.
+        let (mut mw1, mut mw2, mut m) = (window(1), window(2), mr(0x905));
+        let info = bind_info(&mut m, 64, ibv::ACCESS_REMOTE_WRITE);
+        for (what, mw, info) in [
+            ("a type 1 window", &raw mut mw1, &raw const info),
+            ("no bind info", &raw mut mw2, ptr::null()),
+            ("no window", ptr::null_mut(), &raw const info),
+        ] {
+            // SAFETY: the window and the info are live or NULL.
+            let ret = refused_batch(&rc, |o, ex| unsafe {
+                (o.wr_bind_mw.expect("set"))(ex, mw, 0x4218, info);
+            });
+            assert_eq!(ret, einval, "{what}");
+        }
+        // A UD QP: a NULL AH, and no destination at all.
+        let ud = TestQp::with_wr(ibv::QPT_UD, ibv::QPS_RTS, ibv::QP_EX_WITH_SEND);
+        // SAFETY: as above.
+        let ret = refused_batch(&ud, |o, ex| unsafe {
+            (o.wr_send.expect("set"))(ex);
+            (o.wr_set_ud_addr.expect("set"))(ex, ptr::null_mut(), 1, 2);
+        });
+        assert_eq!(ret, einval);
+        // SAFETY: as above.
+        let ret = refused_batch(&ud, |o, ex| unsafe { (o.wr_send.expect("set"))(ex) });
+        assert_eq!(ret, einval);
+        // A full ring: 4 slots.
+        // SAFETY: as above.
+        let ret = refused_batch(&rc, |o, ex| unsafe {
+            for _ in 0..5 {
+                (o.wr_send.expect("set"))(ex);
+            }
+        });
+        assert_eq!(ret, Errno::ENOMEM.get());
+    }
+
+    #[test]
+    fn wr_complete_before_rts_posts_nothing() {
+        for state in [ibv::QPS_RESET, ibv::QPS_INIT, ibv::QPS_RTR] {
+            let qp = TestQp::with_wr(ibv::QPT_UD, state, ibv::QP_EX_WITH_SEND);
+            // SAFETY: a well-formed batch; only the state is wrong.
+            let ret = refused_batch(&qp, |o, ex| unsafe {
+                (o.wr_send.expect("set"))(ex);
+                (o.wr_set_sge.expect("set"))(ex, 1, 0x1000, 8);
+            });
+            assert_eq!(ret, Errno::EINVAL.get(), "state {state}");
+        }
+    }
+
+    #[test]
+    fn wr_ops_outside_a_batch_do_nothing() {
+        let qp = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ibv::QP_EX_WITH_SEND);
+        let (o, ex) = (qp.ops(), qp.ex());
+        // SAFETY: the QP is live; no batch is open, and no other thread
+        // holds the send lock, so each op finds it free.
+        let ret = unsafe {
+            (o.wr_send.expect("set"))(ex);
+            (o.wr_set_sge.expect("set"))(ex, 1, 0x1000, 8);
+            (o.wr_abort.expect("set"))(ex);
+            (o.wr_complete.expect("set"))(ex)
+        };
+        assert_eq!(ret, Errno::EINVAL.get());
+        assert!(qp.sq_unlocked());
+        assert_eq!(qp.sq.producer(), 0);
+        // A batch still works afterwards, and `post_send` waits for none.
+        assert_eq!(refused_batch(&qp, |_, _| ()), 0, "an empty batch");
     }
 
     fn send_wr(wr_id: u64, opcode: u32, send_flags: u32, sges: &mut [ibv::Sge]) -> ibv::SendWr {

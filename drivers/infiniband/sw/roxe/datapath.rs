@@ -43,6 +43,8 @@ const SEND_INLINE: u32 = 8;
 const WC_GRH: u32 = 1;
 /// `IBV_WC_WITH_IMM`.
 const WC_WITH_IMM: u32 = 2;
+/// `IBV_WC_WITH_INV`.
+const WC_WITH_INV: u32 = 8;
 /// `IB_ACCESS_LOCAL_WRITE` and friends.
 use crate::proto::access::{LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
@@ -52,6 +54,8 @@ const MAX_MSG: u64 = 1 << 31;
 const WINDOW: u32 = 256;
 /// Packets one call of the requester sends before it yields to the timer.
 const BUDGET: u32 = 256;
+/// In a bind WQE's `swap`: the bind came from `ibv_bind_mw` (type 1).
+const BIND_TYPE1: u64 = crate::uapi::BIND_TYPE1;
 /// The Q_Key bit that says "use the QP's own Q_Key".
 const QKEY_FROM_QP: u32 = 1 << 31;
 
@@ -356,13 +360,31 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
             }
             return;
         };
+        if op.is_local() {
+            // Memory operations happen in order: once everything before
+            // them is complete, they run and complete at once.
+            if in_flight != 0 {
+                return;
+            }
+            match local_op(qp, &w, op) {
+                Ok(()) => {
+                    st.sq_sent = st.sq_sent.wrapping_add(1);
+                    complete_send(qp, st, &w, op, WcStatus::Success, 0);
+                    continue;
+                }
+                Err(status) => {
+                    fail(qp, st, &w, op, status);
+                    return;
+                }
+            }
+        }
         if t == Wire::Rc && in_flight != 0 && st.sq_pkt == 0 {
             // IBV_SEND_FENCE: wait for outstanding reads.
             if st.reads_out != 0 && w.send_flags & 1 != 0 {
                 return;
             }
             // No more reads and atomics in flight than the responder takes.
-            let waits = matches!(op, SendOp::RdmaRead | SendOp::CmpSwap | SendOp::FetchAdd);
+            let waits = matches!(op, SendOp::RdmaRead | SendOp::CmpSwap | SendOp::FetchAdd | SendOp::AtomicWrite);
             if waits && st.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
                 return;
             }
@@ -399,6 +421,39 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
                 return;
             }
         }
+    }
+}
+
+/// Carries out a local memory operation: invalidate, fast registration
+/// (kernel QPs only) or memory-window bind.
+///
+/// A bind WQE carries the new rkey in `rkey`, the MR's lkey in `imm_data`,
+/// the range in `remote_addr` and `compare_add`, and the window's rights in
+/// the low half of `swap`; bit 32 of `swap` marks a type 1 bind made with
+/// `ibv_bind_mw`. A registration carries the new key in `rkey`, the range
+/// in `remote_addr` and `compare_add`, and the rights in `swap`.
+fn local_op(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp) -> core::result::Result<(), WcStatus> {
+    let (dev, pd) = (qp.device().data(), qp.pd_id());
+    match op {
+        SendOp::LocalInv => mr::invalidate(dev, pd, None, w.rkey).map_err(|_| WcStatus::LocQpOpErr),
+        SendOp::RegMr if !qp.is_user() => {
+            // CAST: the rights are the low half.
+            mr::fast_register(dev, pd, w.rkey, w.swap as u32, w.remote_addr, w.compare_add)
+                .map_err(|_| WcStatus::LocQpOpErr)
+        }
+        SendOp::BindMw => {
+            let a = mr::BindArgs {
+                new_key: w.rkey,
+                mr_lkey: w.imm_data,
+                addr: w.remote_addr,
+                len: w.compare_add,
+                // CAST: the rights are the low half.
+                access: w.swap as u32,
+                type1_call: w.swap & BIND_TYPE1 != 0,
+            };
+            mr::bind(dev, pd, qp.qp_num(), &a).map_err(|_| WcStatus::MwBindErr)
+        }
+        _ => Err(WcStatus::LocQpOpErr),
     }
 }
 
@@ -466,15 +521,23 @@ fn send_connected(
     budget: &mut u32,
 ) -> core::result::Result<Option<u32>, WcStatus> {
     let atomic = matches!(op, SendOp::CmpSwap | SendOp::FetchAdd);
-    let len = msg_len(qp.data(), idx, w)?;
+    // Atomic Write's 8 bytes come from the message, or (with no SGE and no
+    // inline data, as `ibv_wr_atomic_write` posts it) from `compare_add`.
+    let value_in_wqe = op == SendOp::AtomicWrite && w.num_sge == 0 && w.send_flags & SEND_INLINE == 0;
+    let len = if value_in_wqe { 8 } else { msg_len(qp.data(), idx, w)? };
     if atomic && (len < 8 || w.remote_addr % 8 != 0) {
+        return Err(WcStatus::LocLenErr);
+    }
+    // Atomic Write puts exactly 8 bytes, in one packet answered like a read.
+    let atomic_write = op == SendOp::AtomicWrite;
+    if atomic_write && len != 8 {
         return Err(WcStatus::LocLenErr);
     }
     let route_mtu = st.path.as_ref().map(Path::mtu).ok_or(WcStatus::LocQpOpErr)?;
     let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes).min(route_mtu);
     let n = if atomic { 1 } else { seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)? };
     let rc = t == Wire::Rc;
-    let waits = op == SendOp::RdmaRead || atomic;
+    let waits = op == SendOp::RdmaRead || atomic || atomic_write;
     if st.sq_pkt == 0 {
         st.set_wqe_psn(idx, st.npsn, st.npsn.wrapping_add(n - 1), waits);
         if waits {
@@ -541,18 +604,25 @@ fn send_connected(
         // window, so the window keeps opening inside long messages.
         bth.ack_req = rc && (pos.ends_message() || (i + 1) % (WINDOW / 2) == 0);
         let ext = Ext {
-            reth: (opcode.operation() == Operation::RdmaWrite && pos.starts_message())
+            reth: (matches!(opcode.operation(), Operation::RdmaWrite | Operation::AtomicWrite) && pos.starts_message())
                 .then_some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }),
             immdt: opcode.has_immediate().then_some(imm),
             ieth: opcode.has_invalidate().then_some(headers::Ieth { rkey: w.imm_data }),
             ..Ext::default()
         };
         let mut err = None;
-        let _ = path.send(sport, &bth, &ext, plen as usize, |buf| match gather(qp, idx, w, off, buf) {
-            Ok(()) => true,
-            Err(e) => {
-                err = Some(e);
-                false
+        let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
+            let got = if value_in_wqe {
+                buf.get_mut(..8).map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes())).ok_or(WcStatus::LocLenErr)
+            } else {
+                gather(qp, idx, w, off, buf)
+            };
+            match got {
+                Ok(()) => true,
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
             }
         });
         if let Some(e) = err {
@@ -708,6 +778,9 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
                 if let Some(&(_, orig)) = st.atomic_replay.iter().find(|(p, _)| *p == psn.get()) {
                     send_atomic_ack(qp, st, psn, orig);
                 }
+            } else if pkt.opcode.operation() == Operation::AtomicWrite {
+                // Answered again, not written again.
+                send_read_ack(qp, st, psn, st.msn);
             } else {
                 send_ack(qp, st, st.epsn.wrapping_sub(1), Syndrome::ACK);
             }
@@ -733,6 +806,13 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
                 atomic(qp, st, pkt)
             }
         }
+        Operation::AtomicWrite if rc => {
+            if access & REMOTE_WRITE == 0 {
+                Err(Nak::Access)
+            } else {
+                atomic_write(qp, st, pkt)
+            }
+        }
         Operation::RdmaReadRequest if rc => {
             if access & REMOTE_READ == 0 {
                 Err(Nak::Access)
@@ -751,7 +831,7 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             if pos.ends_message() {
                 st.msn = (st.msn + 1) & 0x00ff_ffff;
             }
-            let is_atomic = matches!(op, Operation::CompareSwap | Operation::FetchAdd);
+            let is_atomic = matches!(op, Operation::CompareSwap | Operation::FetchAdd | Operation::AtomicWrite);
             if rc && pkt.bth.ack_req && !is_atomic {
                 send_ack(qp, st, psn, Syndrome::ACK);
             }
@@ -830,8 +910,19 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
         cqe.wc_flags |= WC_WITH_IMM;
         cqe.imm_data = imm.0.to_be();
     }
+    let mut status = p.status;
+    if let (Some(ieth), WcStatus::Success) = (pkt.ext.ieth, status) {
+        // Send with Invalidate: the key goes once the data is in.
+        if mr::invalidate(dev.data(), pd, Some(qp.qp_num()), ieth.rkey).is_ok() {
+            cqe.wc_flags |= WC_WITH_INV;
+            cqe.imm_data = ieth.rkey;
+        } else {
+            status = WcStatus::RemInvReqErr;
+            cqe.status = status as u32;
+        }
+    }
     push_recv(qp, cqe, pkt.bth.se);
-    match p.status {
+    match status {
         WcStatus::Success => Ok(()),
         WcStatus::LocLenErr => Err(Nak::Invalid),
         _ => Err(Nak::Operational),
@@ -841,6 +932,7 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
 /// An RDMA WRITE packet: the first names the target, each writes its part.
 fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) -> core::result::Result<(), Nak> {
     let pos = pkt.opcode.position();
+    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
     if pos.starts_message() {
         if st.wctx.is_some() {
             return Err(Nak::Invalid);
@@ -850,7 +942,7 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
             return Err(Nak::Access);
         }
         if reth.dma_len != 0 {
-            mr::with_key(qp.device().data(), reth.rkey, qp.pd_id(), |m| m.check(reth.va, reth.dma_len, REMOTE_WRITE))
+            mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, reth.dma_len, REMOTE_WRITE, |_, _| Ok(()))
                 .map_err(|_| Nak::Access)?;
         }
         st.wctx = Some(crate::qp::WriteProgress { rkey: reth.rkey, va: reth.va, len: reth.dma_len, off: 0 });
@@ -864,11 +956,8 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
     }
     if n != 0 {
         let va = w.va + u64::from(w.off);
-        mr::with_key(qp.device().data(), w.rkey, qp.pd_id(), |m| {
-            let o = m.check(va, n, REMOTE_WRITE)?;
-            m.write(o, pkt.payload)
-        })
-        .map_err(|_: KeyError| Nak::Access)?;
+        mr::with_rkey(dev, w.rkey, pd, qpn, va, n, REMOTE_WRITE, |m, o| m.write(o, pkt.payload))
+            .map_err(|_: KeyError| Nak::Access)?;
     }
     w.off += n;
     if !pos.ends_message() {
@@ -907,8 +996,8 @@ fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Re
         return Err(Nak::Invalid);
     }
     let swap = pkt.opcode.operation() == Operation::CompareSwap;
-    let orig = mr::with_key(qp.device().data(), a.rkey, qp.pd_id(), |m| {
-        let off = m.check(a.va, 8, REMOTE_ATOMIC)?;
+    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
+    let orig = mr::with_rkey(dev, a.rkey, pd, qpn, a.va, 8, REMOTE_ATOMIC, |m, off| {
         m.atomic(off, |v| {
             if swap {
                 if v == a.compare {
@@ -933,6 +1022,30 @@ fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Re
     Ok(())
 }
 
+/// Sends the empty RDMA READ RESPONSE ONLY that acknowledges an Atomic
+/// Write at `psn`, with MSN `msn`.
+fn send_read_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, msn: u32) {
+    let Some(path) = st.path.as_ref() else { return };
+    let bth = Bth::new(Opcode::RcRdmaReadResponseOnly, DEFAULT_PKEY, st.attr.dest_qp_num, psn);
+    let ext = Ext { aeth: Some(Aeth { syndrome: Syndrome::ACK.to_u8(), msn }), ..Ext::default() };
+    let _ = path.send(udp::source_port(qp.qp_num(), st.attr.dest_qp_num), &bth, &ext, 0, |_| true);
+}
+
+/// Executes an Atomic Write: 8 bytes to an aligned address, in one store
+/// under the key-table lock, so no reader or remote atomic sees half of it.
+fn atomic_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
+    let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
+    if reth.dma_len != 8 || pkt.payload.len() != 8 || reth.va % 8 != 0 {
+        return Err(Nak::Invalid);
+    }
+    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
+    mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, 8, REMOTE_WRITE, |m, o| m.write(o, pkt.payload))
+        .map_err(|_| Nak::Access)?;
+    // The response carries the MSN of this message.
+    send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
+    Ok(())
+}
+
 /// Answers an RDMA READ request with response packets.
 fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
     let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
@@ -941,8 +1054,10 @@ fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
     let n = seg::packet_count(reth.dma_len, mtu).ok_or(Nak::Invalid)?;
     let dev = qp.device().data();
     let pd = qp.pd_id();
+    let qpn = qp.qp_num();
     if reth.dma_len != 0 {
-        mr::with_key(dev, reth.rkey, pd, |m| m.check(reth.va, reth.dma_len, REMOTE_READ)).map_err(|_| Nak::Access)?;
+        mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, reth.dma_len, REMOTE_READ, |_, _| Ok(()))
+            .map_err(|_| Nak::Access)?;
     }
     let msn = if pkt.bth.psn == st.epsn { (st.msn + 1) & 0x00ff_ffff } else { st.msn };
     let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
@@ -965,11 +1080,7 @@ fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
         let va = reth.va + u64::from(off);
         let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
             buf.is_empty()
-                || mr::with_key(dev, reth.rkey, pd, |m| {
-                    let o = m.check(va, plen, REMOTE_READ)?;
-                    m.read(o, buf)
-                })
-                .is_ok()
+                || mr::with_rkey(dev, reth.rkey, pd, qpn, va, plen, REMOTE_READ, |m, o| m.read(o, buf)).is_ok()
         });
     }
     if pkt.bth.psn == st.epsn {
@@ -1006,16 +1117,23 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             return Err(Drop::Psn);
         }
         let w = this.sq.read(idx);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::RdmaRead);
         let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes);
         let mtu = st.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()));
         let off = i.saturating_mul(mtu);
-        let status = scatter_read(qp, idx, &w, off, pkt.payload);
+        let status = match op {
+            SendOp::RdmaRead => scatter_read(qp, idx, &w, off, pkt.payload),
+            // An Atomic Write's answer carries no data: its SGE is the
+            // source, never written.
+            SendOp::AtomicWrite if pkt.payload.is_empty() => Ok(()),
+            _ => return Err(Drop::Unexpected),
+        };
         st.read_next += 1;
         st.una = psn.next();
         progress(st);
         if let Err(e) = status {
             st.read_next = 0;
-            fail(qp, st, &w, SendOp::RdmaRead, e);
+            fail(qp, st, &w, op, e);
             return Ok(());
         }
         if psn == last {
@@ -1023,7 +1141,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             st.reads_out = st.reads_out.saturating_sub(1);
             // CAST: messages are at most 2 GiB.
             let len = msg_len(this, idx, &w).unwrap_or(0);
-            complete_send(qp, st, &w, SendOp::RdmaRead, WcStatus::Success, len);
+            complete_send(qp, st, &w, op, WcStatus::Success, len);
             ack_up_to(qp, st, psn);
             send_pending(qp, st);
         } else if st.sq_pkt != 0 {

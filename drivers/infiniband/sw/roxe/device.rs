@@ -5,7 +5,7 @@
 use crate::net::NetDevice;
 use crate::proto::mtu::IbMtu;
 use crate::rdma::attr::{DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP};
-use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, DRIVER_ID_UNKNOWN};
+use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN};
 use crate::rdma::link::LinkOps;
 use crate::rdma::sysfs::Buffer;
 use crate::cq::{self, RoxeCq};
@@ -57,7 +57,13 @@ const ABI_ATTR: &CStr = match CStr::from_bytes_with_nul(uapi::ABI_VERSION_ATTR.t
 };
 
 /// The capability flags roxe can stand behind today.
-const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT | crate::rdma::attr::CAP_SYS_IMAGE_GUID;
+const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT
+    | crate::rdma::attr::CAP_SYS_IMAGE_GUID
+    | crate::rdma::attr::CAP_MEM_MGT_EXTENSIONS
+    | crate::rdma::attr::CAP_MEM_WINDOW
+    | crate::rdma::attr::CAP_MEM_WINDOW_TYPE_2B
+    | crate::rdma::attr::CAP_ATOMIC_WRITE
+    | crate::rdma::attr::CAP_RC_RNR_NAK_GEN;
 
 /// The roxe driver.
 pub(crate) struct Roxe;
@@ -92,6 +98,9 @@ pub(crate) struct RoxeDev {
     #[pin]
     pub(crate) srq_table: Table<()>,
     pub(crate) mws: Budget,
+    /// `/sys/devices/roxe-<name>`, the device's parent in sysfs, with a
+    /// `net/<ifname>` link to the netdev.
+    parent: Option<ParentDevice>,
 }
 
 impl Driver for Roxe {
@@ -131,6 +140,7 @@ impl Driver for Roxe {
             device_cap_flags: DEVICE_CAPS,
             max_srq: MAX_SRQ,
             max_mw: MAX_MW,
+            max_fast_reg_page_list_len: mr::MAX_FAST_PAGES,
             max_srq_wr: MAX_SRQ_WR,
             max_srq_sge: MAX_SRQ_SGE,
             max_mr_size: MAX_MR_SIZE,
@@ -249,6 +259,22 @@ impl Driver for Roxe {
         mr::rereg(m, what, args, pd, udata)
     }
 
+    fn alloc_mr(pd: &Pd<Self>, max_num_sg: u32) -> Result<(RoxeMr, MrInfo)> {
+        mr::alloc_fast(pd, max_num_sg)
+    }
+
+    fn map_mr_begin(m: &Mr<Self>, page_size: u32) -> Result {
+        mr::map_begin(m.data(), page_size)
+    }
+
+    fn map_mr_page(m: &Mr<Self>, addr: u64) -> Result {
+        mr::map_page(m.data(), addr)
+    }
+
+    fn map_mr_end(m: &Mr<Self>, iova: u64) {
+        mr::map_end(m.data(), iova)
+    }
+
     fn dereg_mr(mr: &Mr<Self>) -> Result {
         mr::dereg(mr)
     }
@@ -331,10 +357,14 @@ impl Driver for Roxe {
         srq::destroy(s)
     }
 
+    fn post_srq_recv(s: &Srq<Self>, wr_id: u64, sges: &[uapi::Sge]) -> Result {
+        srq::post_kernel_recv(s, wr_id, sges)
+    }
+
     type Mw = RoxeMw;
 
-    fn alloc_mw(dev: &Device<Self>, t: MwType, udata: Option<&UData<'_>>) -> Result<(RoxeMw, u32)> {
-        mw::alloc(dev, t, udata)
+    fn alloc_mw(dev: &Device<Self>, pd: &Pd<Self>, t: MwType, udata: Option<&UData<'_>>) -> Result<(RoxeMw, u32)> {
+        mw::alloc(dev, pd, t, udata)
     }
 
     fn dealloc_mw(dev: &Device<Self>, m: RoxeMw) {
@@ -384,8 +414,18 @@ impl LinkOps for Link {
                 srqs: Budget::new(MAX_SRQ),
                 srq_table <- Table::new(MAX_SRQ),
                 mws: Budget::new(MAX_MW),
+                parent: match ParentDevice::new(&crate::THIS_MODULE, name, ndev) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        pr_warn!("{}: no sysfs parent device with net/{} ({:?})\n", name, ndev.name(), e);
+                        None
+                    }
+                },
             }? Error),
         )?;
+        if let Some(p) = new.data().parent.as_ref() {
+            new.set_parent(p);
+        }
         new.set_netdev(ndev, PORT)?;
         new.register(name)?;
         pr_info!("{}: added on {} (ifindex {})\n", name, ndev.name(), ndev.ifindex());

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory windows. An MW gets its rkey from the same key space as MRs, so
-//! no rkey ever names both. Binding (type 1 through `ibv_bind_mw`, type 2
-//! through a work request) needs the send path and comes with issue 4.
+//! no rkey ever names both. Its binding lives in the key table
+//! (`mr::MwState`): type 1 windows are bound with `ibv_bind_mw`, type 2
+//! with a bind work request, and both through the send queue.
 
 use crate::device::Roxe;
+use crate::mr::{KeyEntry, MwState};
 use crate::rdma::device::Device;
 use crate::rdma::mw::MwType;
+use crate::rdma::pd::Pd;
 use crate::rdma::random;
 use crate::rdma::udata::UData;
 use kernel::prelude::*;
@@ -14,19 +17,21 @@ use kernel::prelude::*;
 /// Per-MW state.
 pub(crate) struct RoxeMw {
     index: u32,
-    #[allow(dead_code)] // Checked by binds (issue 4).
-    mw_type: MwType,
 }
 
-pub(crate) fn alloc(dev: &Device<Roxe>, mw_type: MwType, udata: Option<&UData<'_>>) -> Result<(RoxeMw, u32)> {
+pub(crate) fn alloc(dev: &Device<Roxe>, pd: &Pd<Roxe>, mw_type: MwType, udata: Option<&UData<'_>>) -> Result<(RoxeMw, u32)> {
     if let Some(u) = udata {
         u.expect_no_input()?;
     }
     let d = dev.data();
     d.mws.take()?;
     let tag = random::u32() & 0xff;
-    match d.mr_table.insert(crate::mr::KeyEntry::Mw) {
-        Ok(index) => Ok((RoxeMw { index, mw_type }, index << 8 | tag)),
+    match d.mr_table.insert(KeyEntry::Reserved) {
+        Ok(index) => {
+            let key = index << 8 | tag;
+            d.mr_table.replace(index, KeyEntry::Mw(MwState::new(key, pd.id(), mw_type)));
+            Ok((RoxeMw { index }, key))
+        }
         Err(e) => {
             d.mws.give_back();
             Err(e)

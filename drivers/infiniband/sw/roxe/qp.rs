@@ -724,11 +724,11 @@ const SEND_INLINE: u32 = 8;
 /// and the QP timer does the rest.
 pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
     let this = qp.data();
-    // The common `IB_WR_*` opcodes have the `IBV_WR_*` numbers; others
-    // (fast registration, local invalidate) are not offered yet.
-    if SendOp::from_raw(wr.opcode).is_none_or(|o| matches!(o, SendOp::LocalInv | SendOp::BindMw)) {
+    // The common `IB_WR_*` opcodes have the `IBV_WR_*` numbers, and so
+    // does roxe's `IB_WR_REG_MR`. Kernel consumers have no bind verb.
+    let Some(op) = SendOp::from_raw(wr.opcode).filter(|o| *o != SendOp::BindMw) else {
         return Err(eopnotsupp());
-    }
+    };
     let sges = wr.sges();
     if sges.len() > this.cap.max_send_sge as usize {
         return Err(EINVAL);
@@ -749,7 +749,9 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
             // CAST: at most MAX_SGE.
             num_sge: sges.len() as u32,
             inline_len: 0,
-            rkey: wr.rkey,
+            // A local invalidate names its key where a send with
+            // invalidate does, in `imm_data`; the data path reads `rkey`.
+            rkey: if op == SendOp::LocalInv { wr.imm_data } else { wr.rkey },
             remote_addr: wr.remote_addr,
             compare_add: wr.compare_add,
             swap: wr.swap,

@@ -14,9 +14,9 @@ use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
 use crate::rdma::udata::UData;
 use crate::uapi::{CreateSrqResp, RecvWqe, RingInfo};
 use kernel::error::code::EINVAL;
-use crate::sync::new_spinlock_bh;
+use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
+use kernel::error::code::ENOMEM;
 use kernel::prelude::*;
-use crate::sync::SpinLockBh;
 
 /// Per-SRQ state.
 #[pin_data]
@@ -27,6 +27,10 @@ pub(crate) struct RoxeSrq {
     granted: SrqAttr,
     #[pin]
     state: SpinLockBh<SrqState>,
+    /// Serialises kernel consumers' posts, which may come with interrupts
+    /// off. (User SRQs are posted to from user space.)
+    #[pin]
+    post_lock: SpinLockIrq<()>,
 }
 
 struct SrqState {
@@ -93,6 +97,7 @@ pub(crate) fn create(
             ring,
             granted,
             state <- new_spinlock_bh!(state, "roxe_srq"),
+            post_lock <- new_spinlock_irq!((), "roxe_srq_post"),
         }),
         granted,
     ))
@@ -126,6 +131,29 @@ pub(crate) fn destroy(srq: &Srq<Roxe>) {
     let d = srq.device().data();
     d.srq_table.remove(srq.data().num);
     d.srqs.give_back();
+}
+
+/// A kernel consumer's receive, written to the SRQ's kernel ring. QPs on
+/// the SRQ take it when a message arrives.
+pub(crate) fn post_kernel_recv(srq: &Srq<Roxe>, wr_id: u64, sges: &[crate::uapi::Sge]) -> Result {
+    let this = srq.data();
+    if sges.len() > this.granted.max_sge as usize {
+        return Err(EINVAL);
+    }
+    let _post = this.post_lock.lock();
+    let ring = &this.ring;
+    let prod = ring.producer();
+    if ring.geometry().free(prod, ring.consumer()).map_err(|_| EINVAL)? == 0 {
+        return Err(ENOMEM);
+    }
+    // CAST: at most MAX_SRQ_SGE.
+    ring.write(prod, RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 });
+    for (i, s) in sges.iter().enumerate() {
+        let off = (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize;
+        ring.write_at(prod, off, *s).ok_or(EINVAL)?;
+    }
+    ring.set_producer(prod.wrapping_add(1));
+    Ok(())
 }
 
 /// Takes the next receive WQE for a QP on this SRQ, and raises the limit

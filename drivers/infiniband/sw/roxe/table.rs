@@ -80,6 +80,30 @@ impl<V: Send> Table<V> {
     pub(crate) fn with<R>(&self, idx: u32, f: impl FnOnce(&V) -> R) -> Option<R> {
         self.inner.lock().tree.get(&idx).map(f)
     }
+
+    /// Runs `f` with the whole table locked, for work that reads or
+    /// changes more than one entry atomically.
+    pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut Entries<'_, V>) -> R) -> R {
+        let mut inner = self.inner.lock();
+        f(&mut Entries { tree: &mut inner.tree })
+    }
+}
+
+/// The entries of a locked [`Table`].
+pub(crate) struct Entries<'a, V> {
+    tree: &'a mut RBTree<u32, V>,
+}
+
+impl<V> Entries<'_, V> {
+    /// The value at `idx`.
+    pub(crate) fn get(&self, idx: u32) -> Option<&V> {
+        self.tree.get(&idx)
+    }
+
+    /// The value at `idx`, to change.
+    pub(crate) fn get_mut(&mut self, idx: u32) -> Option<&mut V> {
+        self.tree.get_mut(&idx)
+    }
 }
 
 impl<V> Inner<V> {
