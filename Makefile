@@ -4,6 +4,9 @@
 #   make            build roxe.ko and libroxe
 #   make demo       boot a guest, create roxe0 and show it with ibv_devinfo
 #   make test       host tests, then VM tests
+#   make bench      benchmark roxe against rxe, siw and TCP on two guests
+#                   (about 16 min; ROXE_BENCH_TINY=1 for about 4; see
+#                   Documentation/bench.md)
 #   make kdir       print the test kernel's build directory
 #
 # See README.md.
@@ -14,7 +17,7 @@ RUSTC ?= /usr/bin/rustc
 BINDGEN ?= /opt/roxe/tools/bin/bindgen
 PROVIDER_SO := $(ROOT)/userspace-provider/target/release/libroxe.so
 
-.PHONY: all setup kdir module provider hostile host-test vm-test test demo install clean
+.PHONY: all setup kdir module provider hostile host-test vm-test test demo bench install clean
 
 all: module provider
 
@@ -52,6 +55,11 @@ test:
 
 demo: module provider
 	$(ROOT)/scripts/vm $(ROOT)/tests/guest/demo.sh
+
+# rxe, siw and roxe measured against each other and TCP on two guests
+# (Documentation/bench.md); results in bench-results/.
+bench: module provider
+	$(ROOT)/scripts/bench
 
 # Installs libroxe for the host's libibverbs. roxe.ko is built for the test
 # kernel; scripts/vm puts it into each guest's module tree.

@@ -522,25 +522,42 @@ impl<T: Driver> Qp<T> {
     ) -> c_int {
         // SAFETY: Initialised; the core holds the QP.
         let this = unsafe { &*qp.cast::<Self>() };
-        let mut cur = wr;
-        while !cur.is_null() {
-            // SAFETY: A kernel consumer's chain of valid receive requests.
-            let w = unsafe { &*cur };
-            // SAFETY: `sg_list` holds `num_sge` entries (the verbs contract).
-            let res = unsafe { sges(w.sg_list, w.num_sge) }
-                // SAFETY: Kernel receives set `wr_id` (or `wr_cqe`, the same bits).
-                .and_then(|(n, list)| T::post_recv(this, unsafe { w.__bindgen_anon_1.wr_id }, &list[..n]));
-            if let Err(e) = res {
-                if !bad.is_null() {
-                    // SAFETY: `bad` is the caller's out-pointer.
-                    unsafe { *bad = cur };
-                }
-                return e.to_errno();
-            }
-            cur = w.next;
-        }
-        0
+        // SAFETY: The core passes a kernel consumer's chain and out-pointer.
+        unsafe { post_recv_chain(wr, bad, |wr_id, sges| T::post_recv(this, wr_id, sges)) }
     }
+}
+
+/// Posts a kernel consumer's chain of receive requests one by one with
+/// `post(wr_id, sges)`; on the first failure stores that request in `*bad`
+/// and returns the errno.
+///
+/// # Safety
+///
+/// `wr` is NULL or a valid chain of receive requests whose `sg_list`s hold
+/// `num_sge` entries; `bad` is NULL or writable.
+pub(super) unsafe fn post_recv_chain(
+    wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+    mut post: impl FnMut(u64, &[crate::uapi::Sge]) -> Result,
+) -> c_int {
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: Per the contract.
+        let w = unsafe { &*cur };
+        // SAFETY: `sg_list` holds `num_sge` entries (the contract).
+        let res = unsafe { sges(w.sg_list, w.num_sge) }
+            // SAFETY: Kernel receives set `wr_id` (or `wr_cqe`, the same bits).
+            .and_then(|(n, list)| post(unsafe { w.__bindgen_anon_1.wr_id }, &list[..n]));
+        if let Err(e) = res {
+            if !bad.is_null() {
+                // SAFETY: `bad` is the caller's out-pointer.
+                unsafe { *bad = cur };
+            }
+            return e.to_errno();
+        }
+        cur = w.next;
+    }
+    0
 }
 
 /// Copies a kernel consumer's SGE list (at most `MAX_SGE` entries).
@@ -548,7 +565,7 @@ impl<T: Driver> Qp<T> {
 /// # Safety
 ///
 /// `list` must point to `n` valid `ib_sge`s when `n > 0`.
-pub(super) unsafe fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<(usize, [crate::uapi::Sge; MAX_SGE])> {
+unsafe fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<(usize, [crate::uapi::Sge; MAX_SGE])> {
     let n = usize::try_from(n).map_err(|_| EINVAL)?;
     if n > MAX_SGE {
         return Err(EINVAL);

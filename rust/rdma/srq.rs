@@ -150,24 +150,8 @@ impl<T: Driver> Srq<T> {
     ) -> c_int {
         // SAFETY: Initialised; the core holds the SRQ.
         let this = unsafe { &*srq.cast::<Self>() };
-        let mut cur = wr;
-        while !cur.is_null() {
-            // SAFETY: A kernel consumer's chain of valid receive requests.
-            let w = unsafe { &*cur };
-            // SAFETY: `sg_list` holds `num_sge` entries (the verbs contract).
-            let res = unsafe { super::qp::sges(w.sg_list, w.num_sge) }
-                // SAFETY: Kernel receives set `wr_id` (or `wr_cqe`, the same bits).
-                .and_then(|(n, list)| T::post_srq_recv(this, unsafe { w.__bindgen_anon_1.wr_id }, &list[..n]));
-            if let Err(e) = res {
-                if !bad.is_null() {
-                    // SAFETY: `bad` is the caller's out-pointer.
-                    unsafe { *bad = cur };
-                }
-                return e.to_errno();
-            }
-            cur = w.next;
-        }
-        0
+        // SAFETY: The core passes a kernel consumer's chain and out-pointer.
+        unsafe { super::qp::post_recv_chain(wr, bad, |wr_id, sges| T::post_srq_recv(this, wr_id, sges)) }
     }
 
     pub(super) unsafe extern "C" fn destroy_cb(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> c_int {
