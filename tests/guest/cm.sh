@@ -1,4 +1,5 @@
-# RDMA CM between two guests over roxe: the kernel's CM sends its MADs on
+# RDMA CM between two guests over roxe (IPv4, and rping also over IPv6
+# link-local addresses): the kernel's CM sends its MADs on
 # roxe's GSI QP (kernel post_send, post_recv and poll_cq), and the user
 # tools then move data on the QPs it connected. Role 1 serves, role 2
 # connects. Every run is bounded, so a hang fails its own check.
@@ -50,8 +51,19 @@ run_pair rping rping -s -a $srv -C 20 -V -- rping -c -a $srv -C 20 -V
 run_pair ucmatose ucmatose -c 4 -- ucmatose -s $srv -c 4
 # udaddy: UD through the CM (address and route resolution, QKey exchange).
 run_pair udaddy udaddy -c 4 -- udaddy -s $srv -c 4
+# rdma_server and rdma_client: the CM's synchronous verbs (rdma_getaddrinfo,
+# rdma_create_ep) and one send each way.
+run_pair rdma-cs rdma_server -s $srv -p 7471 -- rdma_client -s $srv -p 7471
+# rping over the IPv6 link-local addresses: RoCE v2 with IPv6 GIDs, the
+# CM's IPv6 address and route resolution.
+srv6=fe80::5054:ff:fe00:1
+run_pair rping-ipv6 rping -s -a "$srv6%$ROXE_IF" -C 20 -V -p 7472 -- rping -c -a "$srv6%$ROXE_IF" -C 20 -V -p 7472
 # perftest over the CM.
 run_pair send-bw-cm ib_send_bw -d roxe0 -R -n 200 -F -p 18600 -- ib_send_bw -d roxe0 -R -n 200 -F -p 18600 $srv
+run_pair write-bw-cm ib_write_bw -d roxe0 -R -n 100 -s 65536 -F -p 18601 -- ib_write_bw -d roxe0 -R -n 100 -s 65536 -F -p 18601 $srv
+run_pair read-bw-cm ib_read_bw -d roxe0 -R -n 100 -s 65536 -F -p 18602 -- ib_read_bw -d roxe0 -R -n 100 -s 65536 -F -p 18602 $srv
+run_pair write-lat-cm ib_write_lat -d roxe0 -R -n 200 -s 2 -F -p 18603 -- ib_write_lat -d roxe0 -R -n 200 -s 2 -F -p 18603 $srv
+run_pair atomic-bw-cm ib_atomic_bw -d roxe0 -R -n 200 -F -p 18604 -- ib_atomic_bw -d roxe0 -R -n 200 -F -p 18604 $srv
 
 roxe_signal "done"
 roxe_wait "done" $((limit + 60)) || fail "the peer did not finish"

@@ -85,6 +85,17 @@ impl<M: RingMemory> CqState<M> {
         core::mem::replace(&mut self.ring, ring)
     }
 
+    /// Drops the unconsumed completions of QP `qpn` (see
+    /// [`Ring::discard_qp`]); nothing if the CQ has no ring or is in the
+    /// middle of an extended polling batch.
+    pub fn discard_qp(&mut self, qpn: u32) {
+        if self.current.is_none() {
+            if let Some(r) = self.ring.as_mut() {
+                let _ = r.discard_qp(qpn);
+            }
+        }
+    }
+
     /// The ring, if the CQ has one.
     pub fn ring(&self) -> Option<&Ring<M>> {
         self.ring.as_ref()

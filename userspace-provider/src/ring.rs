@@ -120,6 +120,11 @@ pub trait RingMemory {
 
     /// Copies the slot that free-running index `index` names.
     fn read_slot(&self, index: u32) -> Cqe;
+
+    /// Overwrites the slot that `index` names. Only for published slots
+    /// not consumed yet, which the kernel does not write again until the
+    /// consumer index frees them.
+    fn write_slot(&self, index: u32, cqe: Cqe);
 }
 
 /// The consumer of one CQ ring.
@@ -171,6 +176,39 @@ impl<M: RingMemory> Ring<M> {
     pub fn consume(&mut self) {
         self.consumer = self.consumer.wrapping_add(1);
         self.memory.store_consumer(self.consumer);
+    }
+
+    /// Drops every unconsumed completion of QP `qpn`, keeping the others
+    /// in order, and returns how many were dropped. Used when the QP is
+    /// reset, as hardware providers do, so that stale flush completions do
+    /// not meet the QP's next life.
+    ///
+    /// The kept completions are packed towards the newest slot (every slot
+    /// touched is published and unconsumed, so the kernel does not write
+    /// it), then the consumer index moves past the dropped ones.
+    ///
+    /// Fails with `EIO` as [`Ring::ready`] does.
+    pub fn discard_qp(&mut self, qpn: u32) -> Result<u32, Errno> {
+        let ready = self.ready()?;
+        let end = self.consumer.wrapping_add(ready);
+        let mut fill = end;
+        let mut i = end;
+        while i != self.consumer {
+            i = i.wrapping_sub(1);
+            let c = self.memory.read_slot(i);
+            if c.qp_num != qpn {
+                fill = fill.wrapping_sub(1);
+                if fill != i {
+                    self.memory.write_slot(fill, c);
+                }
+            }
+        }
+        let dropped = fill.wrapping_sub(self.consumer);
+        if dropped != 0 {
+            self.consumer = fill;
+            self.memory.store_consumer(self.consumer);
+        }
+        Ok(dropped)
     }
 
     /// The ring's memory.
@@ -239,6 +277,11 @@ pub(crate) mod tests {
             assert!(offset + SLOT_SIZE <= self.geometry.mmap_len());
             self.slots.borrow()[(offset - RING_HEADER_SIZE) / SLOT_SIZE]
         }
+        fn write_slot(&self, index: u32, cqe: Cqe) {
+            let offset = self.geometry.slot_offset(index);
+            assert!(offset + SLOT_SIZE <= self.geometry.mmap_len());
+            self.slots.borrow_mut()[(offset - RING_HEADER_SIZE) / SLOT_SIZE] = cqe;
+        }
     }
 
     /// A CQE whose fields all derive from `n`.
@@ -273,6 +316,36 @@ pub(crate) mod tests {
 
     pub(crate) fn exact_len(num_slots: u32) -> u64 {
         (RING_HEADER_SIZE + num_slots as usize * SLOT_SIZE) as u64
+    }
+
+    #[test]
+    fn discard_qp_keeps_the_others_in_order() {
+        // Across the index wraparound: 8 slots starting near u32::MAX.
+        let mut ring = Ring::starting_at(FakeRing::new(8, u32::MAX - 2), u32::MAX - 2);
+        let qp = |n: u32, q: u32| Cqe {
+            qp_num: q,
+            ..cqe(n)
+        };
+        for (n, q) in [(1, 7), (2, 9), (3, 7), (4, 7), (5, 9), (6, 11)] {
+            ring.memory().produce(qp(n, q));
+        }
+        assert_eq!(ring.discard_qp(7), Ok(3));
+        let mut left = Vec::new();
+        while ring.ready() != Ok(0) {
+            left.push(ring.peek());
+            ring.consume();
+        }
+        assert_eq!(left, vec![qp(2, 9), qp(5, 9), qp(6, 11)]);
+        // Nothing of that QP left: nothing changes.
+        ring.memory().produce(qp(8, 9));
+        assert_eq!(ring.discard_qp(7), Ok(0));
+        assert_eq!(ring.ready(), Ok(1));
+        assert_eq!(ring.discard_qp(9), Ok(1));
+        assert_eq!(ring.ready(), Ok(0));
+        // An impossible producer index reads nothing.
+        let c = ring.consumer;
+        ring.memory().set_producer(c.wrapping_add(100));
+        assert_eq!(ring.discard_qp(9), Err(Errno::EIO));
     }
 
     #[test]

@@ -1095,8 +1095,9 @@ pub struct QpEx {
     /// `wr_abort`.
     pub wr_abort: Option<unsafe extern "C" fn(qp: *mut QpEx)>,
     /// `wr_atomic_write`: `atomic_wr` points to the 8 bytes to store.
-    pub wr_atomic_write:
-        Option<unsafe extern "C" fn(qp: *mut QpEx, rkey: u32, remote_addr: u64, atomic_wr: *const c_void)>,
+    pub wr_atomic_write: Option<
+        unsafe extern "C" fn(qp: *mut QpEx, rkey: u32, remote_addr: u64, atomic_wr: *const c_void),
+    >,
 }
 
 impl QpEx {

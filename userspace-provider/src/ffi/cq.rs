@@ -64,7 +64,25 @@ impl Cq {
         // the `vcq` field of a live `Cq` per the contract.
         unsafe { &*ibcq.byte_sub(offset_of!(Cq, vcq)).cast::<Self>() }
     }
+}
 
+/// Drops the unconsumed completions of QP `qpn` from `ibcq`, under the
+/// CQ lock: a QP moved to RESET starts again with no stale completions
+/// (the flushes of its last life), as hardware providers arrange.
+///
+/// # Safety
+///
+/// `ibcq` is NULL or the `ibv_cq` of a live roxe CQ.
+pub(super) unsafe fn discard_qp(ibcq: *mut ibv::Cq, qpn: u32) {
+    if ibcq.is_null() {
+        return;
+    }
+    // SAFETY: A live roxe CQ per the contract.
+    let cq = unsafe { Cq::from_ibv(ibcq) };
+    cq.state.lock().discard_qp(qpn);
+}
+
+impl Cq {
     /// The `Cq` around an `ibv_cq_ex`.
     ///
     /// # Safety

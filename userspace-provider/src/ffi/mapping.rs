@@ -150,6 +150,21 @@ impl RingMemory for Mapping {
                 .read_volatile()
         }
     }
+
+    fn write_slot(&self, index: u32, cqe: Cqe) {
+        let offset = self.geometry.slot_offset(index);
+        // SAFETY: In bounds and aligned as for `read_slot`. Per the trait,
+        // only published, unconsumed slots are written, which the kernel
+        // leaves alone until `store_consumer` frees them.
+        unsafe {
+            self.region
+                .base
+                .as_ptr()
+                .add(offset)
+                .cast::<Cqe>()
+                .write_volatile(cqe)
+        }
+    }
 }
 
 /// A mapped work-queue ring.

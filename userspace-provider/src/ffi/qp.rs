@@ -338,6 +338,17 @@ pub(super) unsafe extern "C" fn modify_qp(
         // SAFETY: as above.
         let (qp, state) = unsafe { (Qp::from_ibv(ibqp), (*attr).qp_state) };
         qp.state.store(state, Ordering::Release);
+        if state == ibv::QPS_RESET {
+            // SAFETY: `ibqp` is live, and its CQs are NULL or live roxe CQs
+            // that outlive it.
+            unsafe {
+                let (scq, rcq, qpn) = ((*ibqp).send_cq, (*ibqp).recv_cq, (*ibqp).qp_num);
+                super::cq::discard_qp(scq, qpn);
+                if rcq != scq {
+                    super::cq::discard_qp(rcq, qpn);
+                }
+            }
+        }
     }
     errno_ret(cmd_result(ret))
 }
