@@ -552,7 +552,7 @@ impl<T: Driver> Device<T> {
     }
 }
 
-/// A device of its own in sysfs (`/sys/devices/roxe-<name>`) to be an RDMA
+/// A device of its own in sysfs (`/sys/devices/roxe-if<ifindex>`) to be an RDMA
 /// device's parent. It holds `net/<ifname>`, a link to the netdev, so tools
 /// that look for `/sys/class/infiniband/<dev>/device/net/` (rdma-core's
 /// pyverbs tests, for one) find the netdev. It is not the netdev's own
@@ -576,9 +576,12 @@ unsafe impl Send for ParentDevice {}
 unsafe impl Sync for ParentDevice {}
 
 impl ParentDevice {
-    /// Creates `/sys/devices/roxe-<name>` with `net/<ndev's name>`.
-    pub(crate) fn new(module: &'static ThisModule, name: &CStr, ndev: &NetDevice) -> Result<Self> {
-        let dev_name = kernel::str::CString::try_from_fmt(kernel::fmt!("roxe-{}", name))?;
+    /// Creates `/sys/devices/roxe-if<ifindex>` with `net/<ndev's name>`.
+    /// It is named after the netdev, which has at most one roxe device,
+    /// rather than after the RDMA device, whose name the core only checks
+    /// for clashes later, at registration.
+    pub(crate) fn new(module: &'static ThisModule, ndev: &NetDevice) -> Result<Self> {
+        let dev_name = kernel::str::CString::try_from_fmt(kernel::fmt!("roxe-if{}", ndev.ifindex()))?;
         let link = kernel::str::CString::try_from_fmt(kernel::fmt!("{}", ndev.name()))?;
         // SAFETY: The name is a valid C string, copied by the call; the
         // module outlives the device (it is unregistered before unload).

@@ -98,7 +98,7 @@ pub(crate) struct RoxeDev {
     #[pin]
     pub(crate) srq_table: Table<()>,
     pub(crate) mws: Budget,
-    /// `/sys/devices/roxe-<name>`, the device's parent in sysfs, with a
+    /// `/sys/devices/roxe-if<ifindex>`, the device's parent in sysfs, with a
     /// `net/<ifname>` link to the netdev.
     parent: Option<ParentDevice>,
 }
@@ -414,7 +414,7 @@ impl LinkOps for Link {
                 srqs: Budget::new(MAX_SRQ),
                 srq_table <- Table::new(MAX_SRQ),
                 mws: Budget::new(MAX_MW),
-                parent: match ParentDevice::new(&crate::THIS_MODULE, name, ndev) {
+                parent: match ParentDevice::new(&crate::THIS_MODULE, ndev) {
                     Ok(p) => Some(p),
                     Err(e) => {
                         pr_warn!("{}: no sysfs parent device with net/{} ({:?})\n", name, ndev.name(), e);
