@@ -40,8 +40,12 @@ for qp in --no-qp ""; do
 			fail "expected at least $((200 * 256)) pinned pages, have $((held - base))"
 		kill -9 $pid
 		wait $pid 2>/dev/null
-		wait_for 30 sh -c "[ \$(awk '/nr_foll_pin_acquired/ {a=\$2} /nr_foll_pin_released/ {r=\$2} END {print a - r}' /proc/vmstat) -le $base ]"
-		[ "$(pins)" -le "$base" ] && pass "kill -9 released every pinned page" || fail "pins left after kill -9: $(($(pins) - base))"
+		# The counters are system-wide: other kernel users of FOLL_PIN (9p's
+		# zero-copy I/O in these guests) move them by a few pages. One leaked
+		# MR would be 256 pages, so a margin of 16 still catches any leak.
+		wait_for 30 sh -c "[ \$(awk '/nr_foll_pin_acquired/ {a=\$2} /nr_foll_pin_released/ {r=\$2} END {print a - r}' /proc/vmstat) -le $((base + 16)) ]"
+		[ "$(pins)" -le $((base + 16)) ] && pass "kill -9 released every pinned page ($(($(pins) - base)) from the baseline)" ||
+			fail "pins left after kill -9: $(($(pins) - base))"
 		# Kernel objects stay: the MAD layer's GSI QP, its CQ, PD and MR
 		# have no process (no "pid" field); user objects name theirs.
 		check_fails "no roxe0 objects of a process remain (rdma resource)" sh -c "for r in qp mr cq pd; do rdma resource show \$r 2>/dev/null; done | grep roxe0 | grep -q ' pid '"
