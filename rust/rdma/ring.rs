@@ -244,6 +244,19 @@ impl<S: Plain> Ring<S> {
         Some(())
     }
 
+    /// Copies a whole slot of `src` into the slot `index` names, or returns
+    /// `None` if the two rings' slots differ in size. User space may be
+    /// writing the source meanwhile; any bits do.
+    pub(crate) fn copy_slot_from(&self, index: u32, src: &Ring<S>, src_index: u32) -> Option<()> {
+        if src.slot_size != self.slot_size || core::ptr::eq(self, src) {
+            return None;
+        }
+        // SAFETY: Both slots are in bounds and `slot_size` bytes long; two
+        // distinct rings never share memory.
+        unsafe { core::ptr::copy_nonoverlapping(src.slot_ptr(src_index), self.slot_ptr(index), self.slot_size) };
+        Some(())
+    }
+
     /// Writes the slot that `index` names.
     pub(crate) fn write(&self, index: u32, value: S) {
         // SAFETY: The slot is in bounds, holds at least an `S`, and is

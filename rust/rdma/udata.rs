@@ -21,7 +21,8 @@ use kernel::error::{code::*, Result};
 pub(crate) unsafe trait Plain: Copy {}
 
 // SAFETY: `#[repr(C)]` structs of integer fields with no padding; the uapi
-// crate pins their layout with compile-time assertions.
+// crate pins their layout with compile-time assertions. (`CreateCqResp` is
+// `RingInfo`.)
 unsafe impl Plain for crate::uapi::CreateCqResp {}
 // SAFETY: As above.
 unsafe impl Plain for crate::uapi::CreateAhResp {}
@@ -37,6 +38,8 @@ unsafe impl Plain for crate::uapi::SendWqe {}
 unsafe impl Plain for crate::uapi::RecvWqe {}
 // SAFETY: As above.
 unsafe impl Plain for crate::uapi::Sge {}
+// SAFETY: As above.
+unsafe impl Plain for crate::uapi::ModifySrqCmd {}
 
 /// The user part of a verbs call.
 ///
@@ -92,6 +95,49 @@ impl<'a> UData<'a> {
         } else {
             Err(super::errno::eopnotsupp())
         }
+    }
+
+    /// Reads the driver input as a `T`. No input at all reads as
+    /// `T::default()` (the caller predates the field); a shorter input is
+    /// `EINVAL`, and bytes past `T` must be zero (`EOPNOTSUPP` otherwise).
+    pub(crate) fn read_input<T: Plain + Default>(&self) -> Result<T> {
+        let len = size_of::<T>();
+        if self.raw.inlen == 0 {
+            return Ok(T::default());
+        }
+        if self.raw.inlen < len {
+            return Err(EINVAL);
+        }
+        let p = (self.raw as *const bindings::ib_udata).cast_mut();
+        // SAFETY: As in `expect_no_input`; the range starts inside the input.
+        if !unsafe { bindings::roxe_udata_is_cleared(p, len, self.raw.inlen - len) } {
+            return Err(super::errno::eopnotsupp());
+        }
+        let mut v = T::default();
+        // SAFETY: `inbuf` is a user address with `inlen >= len` bytes; `v`
+        // is `len` writable bytes and, being `Plain`, accepts any bits.
+        let left = unsafe { bindings::roxe_copy_from_user((&raw mut v).cast(), self.raw.inbuf, len as _) };
+        if left != 0 {
+            return Err(EFAULT);
+        }
+        Ok(v)
+    }
+
+    /// Copies `v` to `addr`, an address in the caller's memory that the
+    /// caller named in its input. `EFAULT` if the copy faults.
+    pub(crate) fn write_to_user<T: Plain>(&self, addr: u64, v: &T) -> Result {
+        if addr == 0 {
+            return Err(EFAULT);
+        }
+        // CAST: a user address; `copy_to_user` checks that it is one.
+        let to = addr as usize as *mut kernel::ffi::c_void;
+        // SAFETY: `copy_to_user` validates the destination range itself;
+        // `v` is readable and, being `Plain`, has no padding to leak.
+        let left = unsafe { bindings::roxe_copy_to_user(to, (v as *const T).cast(), size_of::<T>() as _) };
+        if left != 0 {
+            return Err(EFAULT);
+        }
+        Ok(())
     }
 
     /// Copies `resp` to the response buffer. Fails with `EINVAL` if user

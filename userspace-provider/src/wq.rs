@@ -163,9 +163,9 @@ impl<M: WqMemory> Producer<M> {
         Self::starting_at(memory, 0)
     }
 
-    /// Starts producing at index `start`, to test wraparound without
-    /// posting 2^32 WQEs first.
-    fn starting_at(memory: M, start: u32) -> Result<Self, Errno> {
+    /// Starts producing at index `start`: where the kernel left a resized
+    /// ring (and, in tests, near wraparound without posting 2^32 WQEs).
+    pub fn starting_at(memory: M, start: u32) -> Result<Self, Errno> {
         let len = memory.geometry().slot_size();
         let mut scratch = Vec::new();
         scratch.try_reserve_exact(len).map_err(|_| Errno::ENOMEM)?;

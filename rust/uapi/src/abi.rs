@@ -18,12 +18,12 @@ use core::ffi::CStr;
 /// and libibverbs tries providers in no fixed order, so a roxe device named
 /// `rxe...` would otherwise be bound to librxe. With this value librxe's
 /// version check refuses such a device and roxe's provider gets it.
-pub const UVERBS_ABI_VERSION: u32 = 4;
+pub const UVERBS_ABI_VERSION: u32 = 5;
 
 /// Name of the read-only sysfs attribute that marks an `ib_device` as roxe.
 ///
 /// The kernel module creates it in `/sys/class/infiniband/<dev>/`. Reading it
-/// yields [`UVERBS_ABI_VERSION`] in decimal followed by one newline (`"4\n"`),
+/// yields [`UVERBS_ABI_VERSION`] in decimal followed by one newline (`"5\n"`),
 /// with no other text. roxe devices register with `RDMA_DRIVER_UNKNOWN`,
 /// because the kernel's `enum rdma_driver_id` has no roxe entry, so libibverbs
 /// cannot match them by driver id. The provider claims a device only if this
@@ -167,6 +167,21 @@ pub struct CreateSrqResp {
     pub _reserved: u32,
 }
 
+/// Driver input of `ibv_cmd_modify_srq`.
+///
+/// A resize (`IBV_SRQ_MAX_WR`) moves the outstanding receive WQEs into a new
+/// ring. The kernel writes that ring's [`RingInfo`] to `ring_info_addr`, a
+/// user address, because the modify command has no response buffer. The new
+/// ring starts with consumer index 0 and, in its header, a producer index
+/// equal to the number of WQEs it took over; user space continues from there
+/// and unmaps the old ring.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModifySrqCmd {
+    /// Where the kernel writes the new [`RingInfo`]; required for a resize.
+    pub ring_info_addr: u64,
+}
+
 /// A scatter/gather element (`struct ibv_sge`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -258,6 +273,7 @@ const _: () = {
     assert!(size_of::<RingInfo>() == 24);
     assert!(size_of::<CreateQpResp>() == 48);
     assert!(size_of::<CreateSrqResp>() == 32);
+    assert!(size_of::<ModifySrqCmd>() == 8);
     assert!(size_of::<Sge>() == 16);
     assert!(size_of::<SendWqe>() == 72);
     assert!(offset_of!(SendWqe, remote_addr) == 32);

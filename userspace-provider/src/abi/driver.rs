@@ -42,6 +42,17 @@ pub struct ResizeCqResp {
     pub drv: roxe_uapi::CreateCqResp,
 }
 
+/// Request of `ibv_cmd_modify_srq`: the core command, then roxe's input,
+/// which the kernel sees as the driver `udata` input.
+#[repr(C)]
+#[derive(Default)]
+pub struct ModifySrq {
+    /// `ibv_cmd`.
+    pub ibv_cmd: super::ibv::ModifySrq,
+    /// roxe's part: where the kernel writes a resized ring's description.
+    pub drv: roxe_uapi::ModifySrqCmd,
+}
+
 /// Response of `ibv_cmd_create_ah`.
 #[repr(C)]
 #[derive(Default)]

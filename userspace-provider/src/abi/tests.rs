@@ -1189,6 +1189,10 @@ fn driver_layouts() {
         ibv_resp: 0,
         drv: 16,
     });
+    assert_layout!(errs, driver::ModifySrq, size 32, align 8 {
+        ibv_cmd: 0,
+        drv: 24,
+    });
     check(
         &mut errs,
         "driver::CreateQpResp",

@@ -185,6 +185,12 @@ impl WqMapping {
         // INVARIANT: mapped with exactly that length.
         Ok(Self { region, geometry })
     }
+
+    /// The producer index in the ring header: where the kernel left it in
+    /// a ring it filled on a resize.
+    pub(super) fn load_producer(&self) -> u32 {
+        self.region.index(PRODUCER_OFFSET).load(Ordering::Acquire)
+    }
 }
 
 impl WqMemory for WqMapping {

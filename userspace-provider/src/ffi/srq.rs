@@ -134,9 +134,19 @@ pub(super) unsafe extern "C" fn create_srq(
     }
 }
 
-/// `verbs_context_ops.modify_srq`: returns 0 or a positive errno, which
-/// `ibv_modify_srq` returns unchanged. The kernel arms the limit; it
-/// refuses to resize (`IBV_SRQ_MAX_WR`) with `EOPNOTSUPP`.
+/// `ibv_srq_attr_mask`'s `IBV_SRQ_MAX_WR`: resize.
+const IBV_SRQ_MAX_WR: c_int = 1;
+
+/// `verbs_context_ops.modify_srq`: arms the limit and/or resizes. Returns 0
+/// or a positive errno, which `ibv_modify_srq` returns unchanged.
+///
+/// A resize holds the SRQ lock throughout, so nothing is posted while the
+/// kernel moves the outstanding WQEs into a new ring. The kernel writes the
+/// new ring's description into `info` (`roxe_uapi::ModifySrqCmd`) and
+/// leaves its producer index in the ring header; posting continues from
+/// there. If the kernel refuses, the old ring stays in use. If it resized
+/// but the new ring cannot be mapped, the SRQ is left without a ring and
+/// posts fail with `EINVAL`.
 ///
 /// # Safety
 ///
@@ -146,11 +156,59 @@ pub(super) unsafe extern "C" fn modify_srq(
     attr: *mut ibv::SrqAttr,
     attr_mask: c_int,
 ) -> c_int {
-    let mut cmd = ibv::ModifySrq::default();
-    // SAFETY: per the contract; `cmd` is writable for its core size.
-    errno_ret(cmd_result(unsafe {
-        ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &raw mut cmd, size_of_val(&cmd))
-    }))
+    // SAFETY: `ibsrq` is a live roxe SRQ per the contract.
+    let srq = unsafe { Srq::from_ibv(ibsrq) };
+    let mut guard = srq.rq.lock();
+    let mut info = roxe_uapi::RingInfo::default();
+    let mut cmd = driver::ModifySrq::default();
+    let resize = attr_mask & IBV_SRQ_MAX_WR != 0;
+    if resize {
+        cmd.drv.ring_info_addr = (&raw mut info) as u64;
+    }
+    // SAFETY: per the contract; `cmd` is writable for its full size, the
+    // core command first and roxe's input right after it; `info` outlives
+    // the call.
+    let ret = unsafe {
+        ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &raw mut cmd.ibv_cmd, size_of_val(&cmd))
+    };
+    if let Err(err) = cmd_result(ret) {
+        return err.get();
+    }
+    if !resize {
+        return 0;
+    }
+    let Some(max_sge) = guard.as_ref().map(RecvQueue::max_sge) else {
+        return Errno::EINVAL.get();
+    };
+    // SAFETY: the SRQ was created, so its context is open.
+    let fd = unsafe { (*(*srq.ibv.get()).context).cmd_fd };
+    // The old ring is unmapped when it is replaced.
+    match remap_queue(fd, &info, max_sge) {
+        Ok(rq) => {
+            *guard = Some(rq);
+            0
+        }
+        Err(err) => {
+            *guard = None;
+            err.get()
+        }
+    }
+}
+
+/// Maps the ring a resize produced, and continues at the producer index
+/// the kernel left in its header.
+fn remap_queue(
+    fd: c_int,
+    info: &roxe_uapi::RingInfo,
+    max_sge: u32,
+) -> Result<RecvQueue<WqMapping>, Errno> {
+    let geometry = wq::Geometry::new(info, RECV_WQE_HEADER)?;
+    let mapping = WqMapping::new(fd, geometry)?;
+    let start = mapping.load_producer();
+    if start > geometry.num_slots() {
+        return Err(Errno::EPROTO);
+    }
+    RecvQueue::new(Producer::starting_at(mapping, start)?, max_sge)
 }
 
 /// `verbs_context_ops.query_srq`: returns 0 or a positive errno.

@@ -8,13 +8,12 @@ use crate::limits::{MAX_SRQ_SGE, MAX_SRQ_WR};
 use crate::proto::qp as qpx;
 use crate::proto::ring::Geometry;
 use crate::rdma::device::Device;
-use crate::rdma::errno::eopnotsupp;
 use crate::rdma::ring::Ring;
 use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
 use crate::rdma::udata::UData;
-use crate::uapi::{CreateSrqResp, RecvWqe, RingInfo};
+use crate::uapi::{CreateSrqResp, ModifySrqCmd, RecvWqe, RingInfo};
 use kernel::error::code::EINVAL;
-use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::error::code::ENOMEM;
 use kernel::prelude::*;
 
@@ -23,17 +22,15 @@ use kernel::prelude::*;
 pub(crate) struct RoxeSrq {
     /// Number in the device's SRQ table.
     num: u32,
-    ring: Ring<RecvWqe>,
-    granted: SrqAttr,
+    max_sge: u32,
+    /// The ring and the kernel's view of it. Irq-safe: kernel consumers may
+    /// post with interrupts off, and a resize swaps the ring under it.
     #[pin]
-    state: SpinLockBh<SrqState>,
-    /// Serialises kernel consumers' posts, which may come with interrupts
-    /// off. (User SRQs are posted to from user space.)
-    #[pin]
-    post_lock: SpinLockIrq<()>,
+    state: SpinLockIrq<SrqState>,
 }
 
 struct SrqState {
+    ring: Ring<RecvWqe>,
     /// The kernel's own consumer index.
     consumer: u32,
     /// The armed limit; 0 when disarmed.
@@ -57,11 +54,8 @@ pub(crate) fn create(
         Some(u) => Ring::new_user(u, g, slot as usize)?,
         None => Ring::new_kernel(g, slot as usize)?,
     };
-    let granted = SrqAttr {
-        max_wr: g.num_slots(),
-        max_sge: qpx::recv_sge_capacity(slot).min(MAX_SRQ_SGE),
-        srq_limit: attr.srq_limit,
-    };
+    let max_sge = qpx::recv_sge_capacity(slot).min(MAX_SRQ_SGE);
+    let granted = SrqAttr { max_wr: g.num_slots(), max_sge, srq_limit: attr.srq_limit };
     let d = dev.data();
     d.srqs.take()?;
     let num = match d.srq_table.insert(()) {
@@ -90,41 +84,106 @@ pub(crate) fn create(
             return Err(e);
         }
     }
-    let state = SrqState { consumer: 0, limit: attr.srq_limit };
+    let state = SrqState { ring, consumer: 0, limit: attr.srq_limit };
     Ok((
         try_pin_init!(RoxeSrq {
             num,
-            ring,
-            granted,
-            state <- new_spinlock_bh!(state, "roxe_srq"),
-            post_lock <- new_spinlock_irq!((), "roxe_srq_post"),
+            max_sge,
+            state <- new_spinlock_irq!(state, "roxe_srq"),
         }),
         granted,
     ))
 }
 
+fn ring_for(udata: Option<&UData<'_>>, g: Geometry, slot: usize) -> Result<Ring<RecvWqe>> {
+    match udata {
+        Some(u) => Ring::new_user(u, g, slot),
+        None => Ring::new_kernel(g, slot),
+    }
+}
+
+/// Arms the limit and/or resizes. A resize moves the outstanding WQEs to
+/// the front of a new ring (consumer 0, producer = their count) and, for a
+/// user SRQ, writes the new ring's description where the caller asked
+/// (`uapi::ModifySrqCmd`). It fails with `EINVAL`, leaving the SRQ as it
+/// was, if more WQEs are outstanding than the new size holds.
 pub(crate) fn modify(srq: &Srq<Roxe>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result {
-    if let Some(u) = udata {
-        u.expect_no_input()?;
-    }
-    if what.resize {
-        // Growing the ring would need a new mapping; not offered yet.
-        return Err(eopnotsupp());
-    }
+    let cmd: ModifySrqCmd = match udata {
+        Some(u) => u.read_input()?,
+        None => ModifySrqCmd::default(),
+    };
     let this = srq.data();
-    if what.limit {
-        if attr.srq_limit > this.granted.max_wr {
+    let new = if what.resize {
+        if attr.max_wr == 0 || attr.max_wr > MAX_SRQ_WR {
             return Err(EINVAL);
         }
-        this.state.lock().limit = attr.srq_limit;
+        if udata.is_some() && cmd.ring_info_addr == 0 {
+            return Err(EINVAL);
+        }
+        let slot = this.state.lock().ring.slot_size();
+        let g = Geometry::for_entries(attr.max_wr, MAX_SRQ_WR).ok_or(EINVAL)?;
+        // Allocated and announced before taking the lock: both may sleep.
+        // Nothing reads the new ring until it is swapped in.
+        let ring = ring_for(udata, g, slot)?;
+        if let (Some(u), Some((mmap_offset, mmap_size))) = (udata, ring.mmap_info()) {
+            // CAST: slot sizes are small multiples of 64.
+            let info = RingInfo { mmap_offset, mmap_size, num_slots: g.num_slots(), slot_size: slot as u32 };
+            u.write_to_user(cmd.ring_info_addr, &info)?;
+        }
+        Some(ring)
+    } else {
+        None
+    };
+    // Whichever ring is left over (the old one, or the new one if the
+    // resize is refused) is dropped after the lock: removing its mmap entry
+    // takes a lock that is not softirq-safe, and freeing it may sleep.
+    let (result, leftover) = {
+        let mut st = this.state.lock();
+        apply(&mut st, new, what.limit.then_some(attr.srq_limit))
+    };
+    drop(leftover);
+    result
+}
+
+/// Swaps in `new` (if any) with the outstanding WQEs moved over, and sets
+/// `limit` (if any). Changes nothing on error. Returns the ring that is no
+/// longer used.
+fn apply(
+    st: &mut SrqState,
+    new: Option<Ring<RecvWqe>>,
+    limit: Option<u32>,
+) -> (Result, Option<Ring<RecvWqe>>) {
+    let max_wr = new.as_ref().unwrap_or(&st.ring).geometry().num_slots();
+    let limit = limit.unwrap_or(st.limit);
+    if limit > max_wr {
+        return (Err(EINVAL), new);
     }
-    Ok(())
+    let Some(new) = new else {
+        st.limit = limit;
+        return (Ok(()), None);
+    };
+    let consumer = st.consumer;
+    // User space may have written any producer index.
+    let used = match st.ring.geometry().used(st.ring.producer(), consumer) {
+        Ok(n) if n <= max_wr => n,
+        _ => return (Err(EINVAL), Some(new)),
+    };
+    for i in 0..used {
+        if new.copy_slot_from(i, &st.ring, consumer.wrapping_add(i)).is_none() {
+            return (Err(EINVAL), Some(new));
+        }
+    }
+    new.set_consumer(0);
+    new.set_producer(used);
+    st.consumer = 0;
+    st.limit = limit;
+    (Ok(()), Some(core::mem::replace(&mut st.ring, new)))
 }
 
 pub(crate) fn query(srq: &Srq<Roxe>) -> Result<SrqAttr> {
     let this = srq.data();
-    let limit = this.state.lock().limit;
-    Ok(SrqAttr { srq_limit: limit, ..this.granted })
+    let st = this.state.lock();
+    Ok(SrqAttr { max_wr: st.ring.geometry().num_slots(), max_sge: this.max_sge, srq_limit: st.limit })
 }
 
 pub(crate) fn destroy(srq: &Srq<Roxe>) {
@@ -137,11 +196,11 @@ pub(crate) fn destroy(srq: &Srq<Roxe>) {
 /// the SRQ take it when a message arrives.
 pub(crate) fn post_kernel_recv(srq: &Srq<Roxe>, wr_id: u64, sges: &[crate::uapi::Sge]) -> Result {
     let this = srq.data();
-    if sges.len() > this.granted.max_sge as usize {
+    if sges.len() > this.max_sge as usize {
         return Err(EINVAL);
     }
-    let _post = this.post_lock.lock();
-    let ring = &this.ring;
+    let st = this.state.lock();
+    let ring = &st.ring;
     let prod = ring.producer();
     if ring.geometry().free(prod, ring.consumer()).map_err(|_| EINVAL)? == 0 {
         return Err(ENOMEM);
@@ -160,15 +219,18 @@ pub(crate) fn post_kernel_recv(srq: &Srq<Roxe>, wr_id: u64, sges: &[crate::uapi:
 /// event when that leaves fewer WQEs than the armed limit.
 pub(crate) fn pop(srq: &Srq<Roxe>) -> Option<crate::datapath::RecvCopy> {
     let this = srq.data();
-    let mut st = this.state.lock();
-    let r = crate::datapath::take_recv(&this.ring, &mut st.consumer).ok().flatten()?;
-    let left = this.ring.geometry().used(this.ring.producer(), st.consumer).unwrap_or(0);
-    let fire = st.limit != 0 && left < st.limit;
-    if fire {
-        // The limit disarms once it fires.
-        st.limit = 0;
-    }
-    drop(st);
+    let (r, fire) = {
+        let mut guard = this.state.lock();
+        let st = &mut *guard;
+        let r = crate::datapath::take_recv(&st.ring, &mut st.consumer).ok().flatten()?;
+        let left = st.ring.geometry().used(st.ring.producer(), st.consumer).unwrap_or(0);
+        let fire = st.limit != 0 && left < st.limit;
+        if fire {
+            // The limit disarms once it fires.
+            st.limit = 0;
+        }
+        (r, fire)
+    };
     if fire {
         srq.report_limit_reached();
     }
