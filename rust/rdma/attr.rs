@@ -55,6 +55,10 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_srq_wr: u32,
     pub(crate) max_srq_sge: u32,
     pub(crate) max_fast_reg_page_list_len: u32,
+    /// Multicast groups, QPs per group, and attachments in all.
+    pub(crate) max_mcast_grp: u32,
+    pub(crate) max_mcast_qp_attach: u32,
+    pub(crate) max_total_mcast_qp_attach: u32,
     pub(crate) max_pkeys: u16,
     pub(crate) local_ca_ack_delay: u8,
     /// `IB_DEVICE_*` capability flags.
@@ -147,6 +151,9 @@ impl DeviceAttr {
         out.max_srq_wr = clamp_int(self.max_srq_wr);
         out.max_srq_sge = clamp_int(self.max_srq_sge);
         out.max_fast_reg_page_list_len = self.max_fast_reg_page_list_len;
+        out.max_mcast_grp = clamp_int(self.max_mcast_grp);
+        out.max_mcast_qp_attach = clamp_int(self.max_mcast_qp_attach);
+        out.max_total_mcast_qp_attach = clamp_int(self.max_total_mcast_qp_attach);
         out.max_pkeys = self.max_pkeys;
         out.local_ca_ack_delay = self.local_ca_ack_delay;
         out.device_cap_flags = self.device_cap_flags;

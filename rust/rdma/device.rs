@@ -161,6 +161,13 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Called just before a QP's state is dropped.
     fn destroy_qp(qp: &Qp<Self>);
 
+    /// Attaches a UD QP to the multicast group `gid` (the core has checked
+    /// that the QP is UD and the GID multicast).
+    fn attach_mcast(qp: &Qp<Self>, gid: &[u8; 16]) -> Result;
+
+    /// Detaches a QP from the multicast group `gid`.
+    fn detach_mcast(qp: &Qp<Self>, gid: &[u8; 16]) -> Result;
+
     /// User space rang the send doorbell: work is waiting in the SQ ring.
     fn doorbell(qp: &Qp<Self>) -> Result;
 
@@ -712,6 +719,8 @@ impl<T: Driver> NewDevice<T> {
         ops.destroy_qp = Some(Qp::<T>::destroy_cb);
         ops.post_send = Some(Qp::<T>::post_send_cb);
         ops.post_recv = Some(Qp::<T>::post_recv_cb);
+        ops.attach_mcast = Some(Qp::<T>::attach_mcast_cb);
+        ops.detach_mcast = Some(Qp::<T>::detach_mcast_cb);
         if !T::HW_COUNTERS.is_empty() {
             ops.alloc_hw_port_stats = Some(Device::<T>::alloc_hw_port_stats_cb);
             ops.get_hw_stats = Some(Device::<T>::get_hw_stats_cb);

@@ -349,6 +349,26 @@ impl<T: Driver> Qp<T> {
         T::qp_timer(qp);
     }
 
+    pub(super) unsafe extern "C" fn attach_mcast_cb(
+        qp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: The core passes an initialised QP it holds, and a GID.
+        let (this, gid) = unsafe { (&*qp.cast::<Self>(), (*gid).raw) };
+        kernel::error::from_result(|| T::attach_mcast(this, &gid).map(|()| 0))
+    }
+
+    pub(super) unsafe extern "C" fn detach_mcast_cb(
+        qp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: As in `attach_mcast_cb`.
+        let (this, gid) = unsafe { (&*qp.cast::<Self>(), (*gid).raw) };
+        kernel::error::from_result(|| T::detach_mcast(this, &gid).map(|()| 0))
+    }
+
     /// Reports an asynchronous QP event (`IB_EVENT_QP_FATAL` and friends).
     pub(crate) fn report_fatal(&self) {
         let mut ev = bindings::ib_event::default();

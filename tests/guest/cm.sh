@@ -1,30 +1,39 @@
-# RDMA CM between two guests over roxe (IPv4, and rping also over IPv6
-# link-local addresses): the kernel's CM sends its MADs on
-# roxe's GSI QP (kernel post_send, post_recv and poll_cq), and the user
-# tools then move data on the QPs it connected. Role 1 serves, role 2
-# connects. Every run is bounded, so a hang fails its own check.
+# RDMA CM between two guests over roxe (IPv4, and rping, ucmatose and
+# udaddy also over IPv6 link-local addresses): the kernel's CM sends its
+# MADs on roxe's GSI QP (kernel post_send, post_recv and poll_cq), and the
+# user tools then move data on the QPs it connected. mckey sends UD
+# multicast through a group the CM joined. Role 1 serves, role 2 connects.
+# Every run is bounded, so a hang fails its own check.
+#
+# ROXE_CM_DRV1 and ROXE_CM_DRV2 name the driver (roxe or rxe) of the guest
+# with role 1 and role 2; the default is roxe for both. cm-interop.sh runs
+# rxe against roxe.
 . "$ROXE_ROOT/tests/guest/lib.sh"
 limit=60
-IB=/sys/class/infiniband/roxe0
+drv_var=ROXE_CM_DRV$ROXE_ROLE
+DRV=${!drv_var:-roxe}
+dev=${DRV}0
+IB=/sys/class/infiniband/$dev
 
 # bounded COMMAND...: run COMMAND for at most $limit seconds.
 bounded() { timeout -k 5 "$limit" "$@"; }
 
-check "rdma link add roxe0 on $ROXE_IF" rdma link add roxe0 type roxe netdev "$ROXE_IF"
+[ "$DRV" = rxe ] && check "load rdma_rxe" modprobe rdma_rxe
+check "rdma link add $dev on $ROXE_IF" rdma link add $dev type $DRV netdev "$ROXE_IF"
 wait_for 10 grep -q ': ACTIVE$' $IB/ports/1/state
-wait_for 10 gid_index_v4 roxe0
+wait_for 10 gid_index_v4 $dev
 roxe_signal up
 roxe_wait up 180 || fail "the peer never set up"
 
-# serve NAME COMMAND...: (role 1) run a CM server in the background until
-# the client says it is done, and check its exit status.
-# connect NAME COMMAND...: (role 2) wait for the server, run the client.
+# run_pair NAME SERVER... -- CLIENT...: the guest with role $FIRST
+# (default 1) runs SERVER in the background and signals; the other waits
+# for the signal and runs CLIENT. Each checks its own exit status.
 run_pair() {
-	local name=$1 pid rc; shift
+	local name=$1 pid rc first=${FIRST:-1}; shift
 	local server=() client=()
 	while [ "$1" != "--" ]; do server+=("$1"); shift; done; shift
 	client=("$@")
-	if [ "$ROXE_ROLE" = 1 ]; then
+	if [ "$ROXE_ROLE" = "$first" ]; then
 		bounded "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
 		pid=$!
 		sleep 2
@@ -58,12 +67,20 @@ run_pair rdma-cs rdma_server -s $srv -p 7471 -- rdma_client -s $srv -p 7471
 # CM's IPv6 address and route resolution.
 srv6=fe80::5054:ff:fe00:1
 run_pair rping-ipv6 rping -s -a "$srv6%$ROXE_IF" -C 20 -V -p 7472 -- rping -c -a "$srv6%$ROXE_IF" -C 20 -V -p 7472
+run_pair ucmatose-ipv6 ucmatose -b "$srv6%$ROXE_IF" -c 2 -- ucmatose -s "$srv6%$ROXE_IF" -c 2
+run_pair udaddy-ipv6 udaddy -b "$srv6%$ROXE_IF" -c 2 -- udaddy -s "$srv6%$ROXE_IF" -c 2
+# mckey: UD multicast. One guest joins the group and waits for 10
+# datagrams, then the other joins and sends them: role 2 sends to role 1,
+# then role 1 to role 2.
+me=192.0.2.$ROXE_ROLE
+run_pair mckey mckey -m 239.1.1.1 -b $me -C 10 -- mckey -m 239.1.1.1 -s -b $me -C 10
+FIRST=2 run_pair mckey-back mckey -m 239.1.1.2 -b $me -C 10 -- mckey -m 239.1.1.2 -s -b $me -C 10
 # perftest over the CM.
-run_pair send-bw-cm ib_send_bw -d roxe0 -R -n 200 -F -p 18600 -- ib_send_bw -d roxe0 -R -n 200 -F -p 18600 $srv
-run_pair write-bw-cm ib_write_bw -d roxe0 -R -n 100 -s 65536 -F -p 18601 -- ib_write_bw -d roxe0 -R -n 100 -s 65536 -F -p 18601 $srv
-run_pair read-bw-cm ib_read_bw -d roxe0 -R -n 100 -s 65536 -F -p 18602 -- ib_read_bw -d roxe0 -R -n 100 -s 65536 -F -p 18602 $srv
-run_pair write-lat-cm ib_write_lat -d roxe0 -R -n 200 -s 2 -F -p 18603 -- ib_write_lat -d roxe0 -R -n 200 -s 2 -F -p 18603 $srv
-run_pair atomic-bw-cm ib_atomic_bw -d roxe0 -R -n 200 -F -p 18604 -- ib_atomic_bw -d roxe0 -R -n 200 -F -p 18604 $srv
+run_pair send-bw-cm ib_send_bw -d $dev -R -n 200 -F -p 18600 -- ib_send_bw -d $dev -R -n 200 -F -p 18600 $srv
+run_pair write-bw-cm ib_write_bw -d $dev -R -n 100 -s 65536 -F -p 18601 -- ib_write_bw -d $dev -R -n 100 -s 65536 -F -p 18601 $srv
+run_pair read-bw-cm ib_read_bw -d $dev -R -n 100 -s 65536 -F -p 18602 -- ib_read_bw -d $dev -R -n 100 -s 65536 -F -p 18602 $srv
+run_pair write-lat-cm ib_write_lat -d $dev -R -n 200 -s 2 -F -p 18603 -- ib_write_lat -d $dev -R -n 200 -s 2 -F -p 18603 $srv
+run_pair atomic-bw-cm ib_atomic_bw -d $dev -R -n 200 -F -p 18604 -- ib_atomic_bw -d $dev -R -n 200 -F -p 18604 $srv
 
 roxe_signal "done"
 roxe_wait "done" $((limit + 60)) || fail "the peer did not finish"

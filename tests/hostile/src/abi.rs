@@ -5,7 +5,7 @@
 //! provider are built from, and it can still write any bytes it likes.
 
 use core::mem::{offset_of, size_of};
-use roxe_uapi::{CreateCqResp, CreateQpResp, Cqe, RecvWqe, RingHeader, RingInfo, SendWqe};
+use roxe_uapi::{CreateCqResp, CreateQpResp, CreateSrqResp, Cqe, ModifySrqCmd, RecvWqe, RingHeader, RingInfo, SendWqe};
 
 fn get<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
     b[off..off + N].try_into().expect("field inside its struct")
@@ -38,7 +38,8 @@ pub fn create_cq_resp(b: &[u8]) -> CreateCqResp {
     }
 }
 
-fn ring_info(b: &[u8]) -> RingInfo {
+/// Parses a `RingInfo` (in a response, or where `MODIFY_SRQ` wrote it).
+pub fn ring_info(b: &[u8]) -> RingInfo {
     RingInfo {
         mmap_offset: u64_at(b, offset_of!(RingInfo, mmap_offset)),
         mmap_size: u64_at(b, offset_of!(RingInfo, mmap_size)),
@@ -53,6 +54,22 @@ pub fn create_qp_resp(b: &[u8]) -> CreateQpResp {
         sq: ring_info(&b[offset_of!(CreateQpResp, sq)..]),
         rq: ring_info(&b[offset_of!(CreateQpResp, rq)..]),
     }
+}
+
+/// Parses the driver part of a `CREATE_SRQ` response.
+pub fn create_srq_resp(b: &[u8]) -> CreateSrqResp {
+    CreateSrqResp {
+        rq: ring_info(&b[offset_of!(CreateSrqResp, rq)..]),
+        srq_num: u32_at(b, offset_of!(CreateSrqResp, srq_num)),
+        _reserved: u32_at(b, offset_of!(CreateSrqResp, _reserved)),
+    }
+}
+
+/// The bytes of `MODIFY_SRQ`'s driver input.
+pub fn modify_srq_cmd(c: &ModifySrqCmd) -> Vec<u8> {
+    let mut b = vec![0u8; size_of::<ModifySrqCmd>()];
+    put(&mut b, offset_of!(ModifySrqCmd, ring_info_addr), &c.ring_info_addr.to_ne_bytes());
+    b
 }
 
 /// Parses a CQE.
@@ -127,6 +144,21 @@ mod tests {
         assert_eq!(b.len(), 72);
         assert_eq!(send_wr_id(&b), w.wr_id);
         assert_eq!(u32::from_ne_bytes(b[8..12].try_into().unwrap()), 9);
+    }
+
+    #[test]
+    fn srq_structs_come_from_their_offsets() {
+        let mut b = vec![0u8; size_of::<CreateSrqResp>()];
+        put(&mut b, 0, &0x1000u64.to_ne_bytes());
+        put(&mut b, 8, &0x3000u64.to_ne_bytes());
+        put(&mut b, 16, &16u32.to_ne_bytes());
+        put(&mut b, 20, &64u32.to_ne_bytes());
+        put(&mut b, 24, &5u32.to_ne_bytes());
+        let r = create_srq_resp(&b);
+        assert_eq!(r.rq, RingInfo { mmap_offset: 0x1000, mmap_size: 0x3000, num_slots: 16, slot_size: 64 });
+        assert_eq!(r.srq_num, 5);
+        let c = modify_srq_cmd(&ModifySrqCmd { ring_info_addr: 0x1122_3344_5566_7788 });
+        assert_eq!(c, 0x1122_3344_5566_7788u64.to_ne_bytes());
     }
 
     #[test]

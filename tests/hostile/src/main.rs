@@ -59,6 +59,11 @@ const SCENARIOS: &[Scenario] = &[
         run: scenario::rq_garbage::run,
     },
     Scenario {
+        name: "srq-resize",
+        about: "SRQ resize with bad RingInfo addresses, an impossible producer and garbage receives; the old ring afterwards",
+        run: scenario::srq_resize::run,
+    },
+    Scenario {
         name: "bad-args",
         about: "verbs commands with bad arguments and unexpected driver input",
         run: scenario::bad_args::run,

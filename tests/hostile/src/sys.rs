@@ -31,6 +31,12 @@ pub fn page_size() -> usize {
 /// of the request. The header's `out_words` is `resp.len() / 4`, so the
 /// kernel writes only inside `resp` (the core response first, the driver's
 /// right after it). Without `resp`, `body` is the whole request.
+///
+/// Some requests name more user memory inside `body`: the range of
+/// `REG_MR`, the `RingInfo` address of `MODIFY_SRQ`. The kernel may read or
+/// write there during the call. Callers name only memory held by a
+/// [`Mapping`] or [`Hole`], which this program accesses only with volatile
+/// operations, or addresses that are not ours at all (0, kernel addresses).
 pub fn command(fd: BorrowedFd<'_>, cmd: u32, body: &[u8], resp: Option<&mut [u8]>) -> Result<(), Errno> {
     let resp_len = resp.as_ref().map_or(0, |r| r.len());
     let total = 8 + if resp.is_some() { 8 } else { 0 } + body.len();
@@ -47,10 +53,11 @@ pub fn command(fd: BorrowedFd<'_>, cmd: u32, body: &[u8], resp: Option<&mut [u8]
         buf.extend_from_slice(&(r.as_mut_ptr() as u64).to_ne_bytes());
     }
     buf.extend_from_slice(body);
-    // SAFETY: `buf` is `buf.len()` readable bytes. The only address in the
-    // request is that of `resp`, which we borrow mutably for this call, and
-    // `out_words` bounds what the kernel writes there to `resp.len()` bytes.
-    // The kernel does not keep the address after the call returns.
+    // SAFETY: `buf` is `buf.len()` readable bytes. The kernel writes to
+    // `resp`, which we borrow mutably for this call, at most `resp.len()`
+    // bytes (`out_words`), and to no Rust object otherwise: other addresses
+    // in `body` name mappings accessed only volatilely, or memory that is
+    // not ours (see above). The kernel keeps no address after the call.
     let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
     if n < 0 {
         return Err(last_errno());
@@ -255,7 +262,8 @@ impl Drop for Mapping {
 ///
 /// `base..base + 3 * page` was mapped by us: its first page read-write,
 /// its middle page since unmapped, its last page `PROT_NONE`. This program
-/// never reads or writes any of it (only the kernel may, through `REG_MR`).
+/// never reads or writes any of it (only the kernel may, through `REG_MR`
+/// or `MODIFY_SRQ`).
 pub struct Hole {
     base: usize,
     page: usize,

@@ -13,7 +13,7 @@
 use crate::abi;
 use crate::errno::Errno;
 use crate::sys::{self, Mapping, Share};
-use roxe_uapi::{CreateCqResp, CreateQpResp};
+use roxe_uapi::{CreateCqResp, CreateQpResp, CreateSrqResp};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
@@ -35,6 +35,10 @@ pub mod cmd {
     pub const MODIFY_QP: u32 = 26;
     pub const DESTROY_QP: u32 = 27;
     pub const POST_SEND: u32 = 28;
+    pub const CREATE_SRQ: u32 = 32;
+    pub const MODIFY_SRQ: u32 = 33;
+    pub const QUERY_SRQ: u32 = 34;
+    pub const DESTROY_SRQ: u32 = 35;
 }
 
 /// Core response sizes (`sizeof(struct ib_uverbs_*_resp)`): the driver's
@@ -51,6 +55,9 @@ const CREATE_QP_RESP: usize = 32;
 const QUERY_QP_RESP: usize = 128;
 const DESTROY_QP_RESP: usize = 4;
 const POST_SEND_RESP: usize = 4;
+const CREATE_SRQ_RESP: usize = 16;
+const QUERY_SRQ_RESP: usize = 16;
+const DESTROY_SRQ_RESP: usize = 4;
 /// `sizeof(struct ib_uverbs_send_wr)`.
 const UVERBS_SEND_WR: u32 = 56;
 /// `sizeof(struct ib_uverbs_async_event_desc)`.
@@ -98,6 +105,14 @@ pub mod mask {
     pub const SQ_PSN: u32 = 1 << 16;
     pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
     pub const DEST_QPN: u32 = 1 << 20;
+}
+
+/// `enum ib_srq_attr_mask`.
+pub mod srq_mask {
+    /// `IB_SRQ_MAX_WR`: resize.
+    pub const MAX_WR: u32 = 1 << 0;
+    /// `IB_SRQ_LIMIT`: arm the limit event.
+    pub const LIMIT: u32 = 1 << 1;
 }
 
 /// `enum ib_event_type` values this program waits for.
@@ -194,6 +209,8 @@ pub struct QpArgs {
     pub max_recv_sge: u32,
     pub max_inline_data: u32,
     pub user_handle: u64,
+    /// The SRQ the QP receives from (`is_srq`, `srq_handle`), if any.
+    pub srq: Option<u32>,
     /// Bytes of driver input appended after the core request.
     pub driver_in: Vec<u8>,
 }
@@ -216,6 +233,23 @@ pub struct Qp {
     pub user_handle: u64,
     pub caps: QpCaps,
     pub rings: CreateQpResp,
+}
+
+/// A shared receive queue as `CREATE_SRQ` returned it.
+#[derive(Clone, Copy, Debug)]
+pub struct Srq {
+    pub handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub ring: CreateSrqResp,
+}
+
+/// What `QUERY_SRQ` reports (`struct ib_uverbs_query_srq_resp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqAttr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
 }
 
 /// The primary path (`struct ib_uverbs_qp_dest`).
@@ -404,14 +438,14 @@ impl Verbs {
         self.exec(cmd::DESTROY_CQ, &Req::new().u32(cq).u32(0).done(8), Some(&mut resp))
     }
 
-    /// `CREATE_QP` (no SRQ, `sq_sig_all = 0`).
+    /// `CREATE_QP` (`sq_sig_all = 0`).
     pub fn create_qp(&self, a: &QpArgs) -> Result<Qp, Errno> {
         let body = Req::new()
             .u64(a.user_handle)
             .u32(a.pd)
             .u32(a.send_cq)
             .u32(a.recv_cq)
-            .u32(0)
+            .u32(a.srq.unwrap_or(0))
             .u32(a.max_send_wr)
             .u32(a.max_recv_wr)
             .u32(a.max_send_sge)
@@ -419,7 +453,7 @@ impl Verbs {
             .u32(a.max_inline_data)
             .u8(0)
             .u8(a.qp_type as u8)
-            .u8(0)
+            .u8(u8::from(a.srq.is_some()))
             .u8(0)
             .done(48);
         let body = Req(body).bytes(&a.driver_in).0;
@@ -498,6 +532,42 @@ impl Verbs {
     pub fn destroy_qp(&self, qp: u32) -> Result<(), Errno> {
         let mut resp = vec![0u8; DESTROY_QP_RESP];
         self.exec(cmd::DESTROY_QP, &Req::new().u32(qp).u32(0).done(8), Some(&mut resp))
+    }
+
+    /// `CREATE_SRQ`, with `driver_in` as driver input.
+    pub fn create_srq(&self, pd: u32, max_wr: u32, max_sge: u32, user_handle: u64, driver_in: &[u8]) -> Result<Srq, Errno> {
+        // srq_limit 0: the limit event is not armed.
+        let body = Req::new().u64(user_handle).u32(pd).u32(max_wr).u32(max_sge).u32(0).done(24);
+        let body = Req(body).bytes(driver_in).0;
+        let mut resp = vec![0u8; CREATE_SRQ_RESP + size_of::<CreateSrqResp>()];
+        self.exec(cmd::CREATE_SRQ, &body, Some(&mut resp))?;
+        Ok(Srq {
+            handle: rd_u32(&resp, 0),
+            max_wr: rd_u32(&resp, 4),
+            max_sge: rd_u32(&resp, 8),
+            ring: abi::create_srq_resp(&resp[CREATE_SRQ_RESP..]),
+        })
+    }
+
+    /// `MODIFY_SRQ`, with `driver_in` as driver input (roxe's
+    /// `ModifySrqCmd`). The command has no response.
+    pub fn modify_srq(&self, srq: u32, attr_mask: u32, max_wr: u32, srq_limit: u32, driver_in: &[u8]) -> Result<(), Errno> {
+        let body = Req::new().u32(srq).u32(attr_mask).u32(max_wr).u32(srq_limit).done(16);
+        let body = Req(body).bytes(driver_in).0;
+        self.exec(cmd::MODIFY_SRQ, &body, None)
+    }
+
+    /// `QUERY_SRQ`.
+    pub fn query_srq(&self, srq: u32) -> Result<SrqAttr, Errno> {
+        let mut resp = vec![0u8; QUERY_SRQ_RESP];
+        self.exec(cmd::QUERY_SRQ, &Req::new().u32(srq).u32(0).done(8), Some(&mut resp))?;
+        Ok(SrqAttr { max_wr: rd_u32(&resp, 0), max_sge: rd_u32(&resp, 4), srq_limit: rd_u32(&resp, 8) })
+    }
+
+    /// `DESTROY_SRQ`.
+    pub fn destroy_srq(&self, srq: u32) -> Result<(), Errno> {
+        let mut resp = vec![0u8; DESTROY_SRQ_RESP];
+        self.exec(cmd::DESTROY_SRQ, &Req::new().u32(srq).u32(0).done(8), Some(&mut resp))
     }
 
     /// roxe's send doorbell: `POST_SEND` with `wr_count = 0`.

@@ -199,8 +199,9 @@ context_ops! {
     async_event: OpaqueFn,
     /// `attach_counters_point_flow`.
     attach_counters_point_flow: OpaqueFn,
-    /// `attach_mcast`.
-    attach_mcast: OpaqueFn,
+    /// `attach_mcast`: returns 0 or a positive errno.
+    attach_mcast:
+        Option<unsafe extern "C" fn(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int>,
     /// `bind_mw`: returns 0 or a positive errno. libibverbs' inline
     /// `ibv_bind_mw` calls it (through `ibv_context_ops`, which
     /// `verbs_set_ops` fills in too) after its own checks.
@@ -282,8 +283,9 @@ context_ops! {
     destroy_srq: Option<unsafe extern "C" fn(srq: *mut ibv::Srq) -> c_int>,
     /// `destroy_wq`.
     destroy_wq: OpaqueFn,
-    /// `detach_mcast`.
-    detach_mcast: OpaqueFn,
+    /// `detach_mcast`: returns 0 or a positive errno.
+    detach_mcast:
+        Option<unsafe extern "C" fn(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int>,
     /// `free_context`: releases everything `alloc_context` made. libibverbs'
     /// dummy does nothing, so a provider must set it or leak the context.
     free_context: Option<unsafe extern "C" fn(context: *mut ibv::Context)>,

@@ -180,6 +180,8 @@ unsafe extern "C" {
         cmd_size: usize,
     ) -> c_int;
     fn ibv_cmd_destroy_qp(qp: *mut ibv::Qp) -> c_int;
+    fn ibv_cmd_attach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int;
+    fn ibv_cmd_detach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int;
     fn ibv_cmd_post_send(
         ibqp: *mut ibv::Qp,
         wr: *mut ibv::SendWr,
@@ -290,6 +292,8 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     modify_qp: Some(qp::modify_qp),
     query_qp: Some(qp::query_qp),
     destroy_qp: Some(qp::destroy_qp),
+    attach_mcast: Some(qp::attach_mcast),
+    detach_mcast: Some(qp::detach_mcast),
     post_send: Some(qp::post_send),
     post_recv: Some(qp::post_recv),
     create_srq: Some(srq::create_srq),

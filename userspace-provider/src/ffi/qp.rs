@@ -2002,3 +2002,25 @@ mod tests {
         assert!(map_queues(sq.fd(), &no_rq, &cap, true).is_ok_and(|(_, rq)| rq.is_none()));
     }
 }
+
+/// `verbs_context_ops.attach_mcast`: attaches a UD QP to a multicast group
+/// through the kernel. Returns 0 or a positive errno, which
+/// `ibv_attach_mcast` returns unchanged.
+///
+/// # Safety
+///
+/// `qp` is a live roxe QP and `gid` a readable `ibv_gid`.
+pub(super) unsafe extern "C" fn attach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int {
+    // SAFETY: per the contract.
+    errno_ret(cmd_result(unsafe { super::ibv_cmd_attach_mcast(qp, gid, lid) }))
+}
+
+/// `verbs_context_ops.detach_mcast`: the reverse of [`attach_mcast`].
+///
+/// # Safety
+///
+/// As for [`attach_mcast`].
+pub(super) unsafe extern "C" fn detach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int {
+    // SAFETY: per the contract.
+    errno_ret(cmd_result(unsafe { super::ibv_cmd_detach_mcast(qp, gid, lid) }))
+}

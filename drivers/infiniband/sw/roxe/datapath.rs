@@ -1290,12 +1290,16 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
     if this.qp_type != QpType::Rc {
         return;
     }
-    if !matches!(st.attr.state, State::Rts | State::Sqd) || !outstanding(st) {
+    if !matches!(st.attr.state, State::Rts | State::Sqd) {
         st.rnr_wait = false;
         return;
     }
     if st.rnr_wait {
+        // The RNR NAK already rewound the requester, so nothing counts as
+        // outstanding now: send again from there.
         st.rnr_wait = false;
+    } else if !outstanding(st) {
+        return;
     } else if st.retry_left == 0 {
         let w = this.sq.read(st.sq_consumer);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);

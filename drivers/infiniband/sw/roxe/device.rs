@@ -99,6 +99,9 @@ pub(crate) struct RoxeDev {
     #[pin]
     pub(crate) srq_table: Table<()>,
     pub(crate) mws: Budget,
+    /// Multicast groups and their QPs.
+    #[pin]
+    pub(crate) mcast: crate::mcast::Groups,
     /// `/sys/devices/roxe-if<ifindex>`, the device's parent in sysfs, with a
     /// `net/<ifname>` link to the netdev.
     parent: Option<ParentDevice>,
@@ -142,6 +145,10 @@ impl Driver for Roxe {
             max_srq: MAX_SRQ,
             max_mw: MAX_MW,
             max_fast_reg_page_list_len: mr::MAX_FAST_PAGES,
+            max_mcast_grp: crate::mcast::MAX_GROUPS,
+            // CAST: 56.
+            max_mcast_qp_attach: crate::mcast::MAX_QP_ATTACH as u32,
+            max_total_mcast_qp_attach: crate::mcast::MAX_TOTAL_ATTACH,
             max_srq_wr: MAX_SRQ_WR,
             max_srq_sge: MAX_SRQ_SGE,
             max_mr_size: MAX_MR_SIZE,
@@ -309,7 +316,16 @@ impl Driver for Roxe {
     }
 
     fn destroy_qp(q: &Qp<Self>) {
+        q.device().data().mcast.detach_all(q.qp_num());
         qp::destroy(q)
+    }
+
+    fn attach_mcast(q: &Qp<Self>, gid: &[u8; 16]) -> Result {
+        crate::mcast::attach(q, gid)
+    }
+
+    fn detach_mcast(q: &Qp<Self>, gid: &[u8; 16]) -> Result {
+        crate::mcast::detach(q, gid)
     }
 
     fn doorbell(q: &Qp<Self>) -> Result {
@@ -415,6 +431,7 @@ impl LinkOps for Link {
                 srqs: Budget::new(MAX_SRQ),
                 srq_table <- Table::new(MAX_SRQ),
                 mws: Budget::new(MAX_MW),
+                mcast <- crate::mcast::Groups::new(),
                 parent: match ParentDevice::new(&crate::THIS_MODULE, ndev) {
                     Ok(p) => Some(p),
                     Err(e) => {

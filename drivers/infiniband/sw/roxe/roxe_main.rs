@@ -61,6 +61,8 @@ mod device;
 #[deny(unsafe_code)]
 mod limits;
 #[deny(unsafe_code)]
+mod mcast;
+#[deny(unsafe_code)]
 mod mr;
 #[deny(unsafe_code)]
 mod mw;

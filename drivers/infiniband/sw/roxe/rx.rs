@@ -123,6 +123,29 @@ fn device_for(skb: &mut RxSkb) -> Option<ARef<Device<Roxe>>> {
     Device::<Roxe>::get_by_netdev(&owner)
 }
 
+/// Delivers a multicast datagram to every QP attached to its group, which
+/// the destination IP address names. `None` when no QP is attached.
+fn multicast(dev: &Device<Roxe>, pkt: &headers::Packet<'_>, meta: &Meta<'_>, v6: bool) -> Option<core::result::Result<(), datapath::Drop>> {
+    let gid = if v6 {
+        ip::ipv6_addrs(meta.ip)?.1
+    } else {
+        ip::gid_from_ipv4(ip::ipv4_addrs(meta.ip)?.1)
+    };
+    // A copy: the QPs are looked up and fed without the group lock.
+    let members = dev.data().mcast.members(&gid)?;
+    let mut result = None;
+    for &qpn in members.qpns() {
+        let r = dev.data().qp_index.with(qpn, |qp| datapath::receive(qp, pkt, meta));
+        // Delivered if any member took it; otherwise the last reason.
+        result = match (result, r) {
+            (Some(Ok(())), _) => Some(Ok(())),
+            (_, Some(r)) => Some(r),
+            (prev, None) => prev,
+        };
+    }
+    result
+}
+
 impl Receive for Rx {
     fn receive(mut skb: RxSkb) {
         // Packets for no roxe device are not ours to count.
@@ -161,7 +184,11 @@ impl Receive for Rx {
             return;
         }
         let meta = Meta { ip: ip_hdr };
-        let res = dev.data().qp_index.with(pkt.bth.dest_qpn, |qp| datapath::receive(qp, &pkt, &meta));
+        let res = if pkt.bth.dest_qpn == crate::mcast::MULTICAST_QPN {
+            multicast(&dev, &pkt, &meta, v6)
+        } else {
+            dev.data().qp_index.with(pkt.bth.dest_qpn, |qp| datapath::receive(qp, &pkt, &meta))
+        };
         match res {
             None => c.event(Event::RxUnknownQp),
             Some(Err(d)) => c.drop(d),

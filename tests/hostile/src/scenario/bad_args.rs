@@ -51,6 +51,7 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
         max_recv_sge: 1,
         max_inline_data: 0,
         user_handle: 2,
+        srq: None,
         driver_in: Vec::new(),
     };
     let bad_qps: [(&str, QpArgs); 6] = [

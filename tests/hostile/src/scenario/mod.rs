@@ -11,6 +11,7 @@ pub mod notify;
 pub mod random_wqe;
 pub mod rq_garbage;
 pub mod sq_producer;
+pub mod srq_resize;
 pub mod teardown;
 
 use crate::errno::Errno;
@@ -26,6 +27,7 @@ use std::time::Duration;
 
 /// `enum ibv_wc_status` values.
 pub mod wc {
+    pub const SUCCESS: u32 = 0;
     pub const LOC_LEN_ERR: u32 = 1;
     pub const LOC_QP_OP_ERR: u32 = 2;
     pub const WR_FLUSH_ERR: u32 = 5;
@@ -166,6 +168,7 @@ impl Fx {
                 max_recv_sge: 1,
                 max_inline_data: s.inline,
                 user_handle: self.handle(0x99),
+                srq: None,
                 driver_in: Vec::new(),
             })
             .step(format!("CREATE_QP {:?}", s.ty))?;
