@@ -112,6 +112,8 @@ pub(crate) const CAP_RC_RNR_NAK_GEN: u64 = bindings::ib_device_cap_flags_IB_DEVI
 pub(crate) const CAP_MEM_MGT_EXTENSIONS: u64 = bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
 /// `IB_DEVICE_MEM_WINDOW`: memory windows.
 pub(crate) const CAP_MEM_WINDOW: u64 = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW as u64;
+/// `IB_DEVICE_FLUSH_GLOBAL`: FLUSH to global visibility.
+pub(crate) const CAP_FLUSH_GLOBAL: u64 = bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64;
 /// `IB_DEVICE_SRQ_RESIZE`: `modify_srq` with `IB_SRQ_MAX_WR`.
 pub(crate) const CAP_SRQ_RESIZE: u64 = bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64;
 /// `IB_DEVICE_MEM_WINDOW_TYPE_2B`: type 2B windows (bound to one QP).

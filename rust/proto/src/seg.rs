@@ -53,6 +53,7 @@ pub fn request_opcode(t: Transport, op: SendOp, pos: Position) -> Option<Opcode>
         (Transport::Rc, SendOp::CmpSwap, Only) => RcCompareSwap,
         (Transport::Rc, SendOp::FetchAdd, Only) => RcFetchAdd,
         (Transport::Rc, SendOp::AtomicWrite, Only) => RcAtomicWrite,
+        (Transport::Rc, SendOp::Flush, Only) => RcFlush,
         _ => return None,
     };
     Some(o)
@@ -109,6 +110,7 @@ mod tests {
             SendOp::CmpSwap,
             SendOp::FetchAdd,
             SendOp::AtomicWrite,
+            SendOp::Flush,
         ];
         let positions = [Position::First, Position::Middle, Position::Last, Position::Only];
         for t in [Transport::Rc, Transport::Uc, Transport::Ud] {
@@ -132,6 +134,8 @@ mod tests {
         assert_eq!(request_opcode(Transport::Rc, SendOp::AtomicWrite, Position::Only), Some(Opcode::RcAtomicWrite));
         assert_eq!(request_opcode(Transport::Uc, SendOp::AtomicWrite, Position::Only), None);
         assert_eq!(request_opcode(Transport::Rc, SendOp::AtomicWrite, Position::First), None);
+        assert_eq!(request_opcode(Transport::Rc, SendOp::Flush, Position::Only), Some(Opcode::RcFlush));
+        assert_eq!(request_opcode(Transport::Uc, SendOp::Flush, Position::Only), None);
         // Local operations have no packets.
         for op in [SendOp::LocalInv, SendOp::BindMw, SendOp::RegMr] {
             assert!(op.is_local());

@@ -225,10 +225,14 @@ pub struct SendWqe {
     pub remote_addr: u64,
     /// Compare or add operand (atomics), or the length a bind exposes. An
     /// Atomic Write with neither SGEs nor inline data stores these 8 bytes
-    /// (as they lie in memory); otherwise its message is its 8 bytes.
+    /// (as they lie in memory); otherwise its message is its 8 bytes. For
+    /// a Flush: the length of the range.
     pub compare_add: u64,
     /// Swap operand (atomic compare-and-swap). For a bind: the window's
-    /// `IBV_ACCESS_*` rights in the low 32 bits, and [`BIND_TYPE1`].
+    /// `IBV_ACCESS_*` rights in the low 32 bits, and [`BIND_TYPE1`]. For a
+    /// Flush: the placement type (`IBV_FLUSH_GLOBAL` 1, `_PERSISTENT` 2) in
+    /// bits 0-7 and the selectivity level (`IBV_FLUSH_RANGE` 0, `_MR` 1) in
+    /// bits 8-15.
     pub swap: u64,
     /// UD: the AH number from [`CreateAhResp`].
     pub ah_num: u32,

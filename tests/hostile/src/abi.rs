@@ -5,7 +5,7 @@
 //! provider are built from, and it can still write any bytes it likes.
 
 use core::mem::{offset_of, size_of};
-use roxe_uapi::{CreateCqResp, CreateQpResp, CreateSrqResp, Cqe, ModifySrqCmd, RecvWqe, RingHeader, RingInfo, SendWqe};
+use roxe_uapi::{CreateCqResp, CreateQpResp, CreateSrqResp, Cqe, ModifySrqCmd, RecvWqe, RingHeader, RingInfo, SendWqe, Sge};
 
 fn get<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
     b[off..off + N].try_into().expect("field inside its struct")
@@ -114,6 +114,15 @@ pub fn send_wqe(w: &SendWqe) -> Vec<u8> {
     b
 }
 
+/// The bytes of a scatter/gather element, as it follows a WQE's fixed part.
+pub fn sge(s: &Sge) -> Vec<u8> {
+    let mut b = vec![0u8; size_of::<Sge>()];
+    put(&mut b, offset_of!(Sge, addr), &s.addr.to_ne_bytes());
+    put(&mut b, offset_of!(Sge, length), &s.length.to_ne_bytes());
+    put(&mut b, offset_of!(Sge, lkey), &s.lkey.to_ne_bytes());
+    b
+}
+
 /// The `wr_id` of whatever bytes sit in a send slot.
 pub fn send_wr_id(slot: &[u8]) -> u64 {
     u64_at(slot, offset_of!(SendWqe, wr_id))
@@ -144,6 +153,21 @@ mod tests {
         assert_eq!(b.len(), 72);
         assert_eq!(send_wr_id(&b), w.wr_id);
         assert_eq!(u32::from_ne_bytes(b[8..12].try_into().unwrap()), 9);
+    }
+
+    #[test]
+    fn sge_fields_go_to_their_offsets() {
+        let b = sge(&Sge { addr: 0x1122_3344_5566_7788, length: 200, lkey: 0xabcd });
+        assert_eq!(b.len(), 16);
+        assert_eq!(u64_at(&b, 0), 0x1122_3344_5566_7788);
+        assert_eq!((u32_at(&b, 8), u32_at(&b, 12)), (200, 0xabcd));
+    }
+
+    #[test]
+    fn flush_operands_go_to_their_offsets() {
+        let w = SendWqe { compare_add: 0x1234, swap: 0x0102, ..SendWqe::default() };
+        let b = send_wqe(&w);
+        assert_eq!((u64_at(&b, 40), u64_at(&b, 48)), (0x1234, 0x0102));
     }
 
     #[test]

@@ -64,6 +64,11 @@ const SCENARIOS: &[Scenario] = &[
         run: scenario::srq_resize::run,
     },
     Scenario {
+        name: "flush",
+        about: "RDMA FLUSH WQEs: MRs with and without the flush rights, ranges outside the MR, bad rkeys, bad types and levels, UC",
+        run: scenario::flush::run,
+    },
+    Scenario {
         name: "bad-args",
         about: "verbs commands with bad arguments and unexpected driver input",
         run: scenario::bad_args::run,

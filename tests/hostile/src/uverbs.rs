@@ -185,6 +185,8 @@ pub struct DeviceCaps {
 #[derive(Clone, Copy, Debug)]
 pub struct Mr {
     pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
 }
 
 /// A completion queue as `CREATE_CQ` returned it.
@@ -362,7 +364,7 @@ impl Verbs {
         let body = Req(body).bytes(driver_in).0;
         let mut resp = vec![0u8; REG_MR_RESP];
         self.exec(cmd::REG_MR, &body, Some(&mut resp))?;
-        Ok(Mr { handle: rd_u32(&resp, 0) })
+        Ok(Mr { handle: rd_u32(&resp, 0), lkey: rd_u32(&resp, 4), rkey: rd_u32(&resp, 8) })
     }
 
     /// `DEREG_MR`.

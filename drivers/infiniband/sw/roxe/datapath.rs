@@ -46,7 +46,7 @@ const WC_WITH_IMM: u32 = 2;
 /// `IBV_WC_WITH_INV`.
 const WC_WITH_INV: u32 = 8;
 /// `IB_ACCESS_LOCAL_WRITE` and friends.
-use crate::proto::access::{LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
+use crate::proto::access::{FLUSH_GLOBAL, FLUSH_PERSISTENT, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
 const MAX_MSG: u64 = 1 << 31;
 /// PSNs an RC requester keeps unacknowledged before it waits. Virtual links
@@ -384,7 +384,8 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
                 return;
             }
             // No more reads and atomics in flight than the responder takes.
-            let waits = matches!(op, SendOp::RdmaRead | SendOp::CmpSwap | SendOp::FetchAdd | SendOp::AtomicWrite);
+            let waits =
+                matches!(op, SendOp::RdmaRead | SendOp::CmpSwap | SendOp::FetchAdd | SendOp::AtomicWrite | SendOp::Flush);
             if waits && st.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
                 return;
             }
@@ -505,6 +506,56 @@ fn send_ud(
     }
 }
 
+/// Sends a FLUSH: one packet, FETH then RETH, answered like a read (an
+/// empty RDMA READ response). The WQE holds the range's length in
+/// `compare_add` and the placement type and selectivity level in `swap`
+/// (`uapi::SendWqe`).
+fn send_flush(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    idx: u32,
+    w: &SendWqe,
+    t: Wire,
+    budget: &mut u32,
+) -> core::result::Result<Option<u32>, WcStatus> {
+    if t != Wire::Rc {
+        return Err(WcStatus::LocQpOpErr);
+    }
+    let len = u32::try_from(w.compare_add).map_err(|_| WcStatus::LocLenErr)?;
+    // CAST: the low two bytes, as the WQE format says.
+    let (placement_type, selectivity) = ((w.swap & 0xff) as u8, ((w.swap >> 8) & 0xff) as u8);
+    if !matches!(placement_type, FLUSH_GLOBAL_TYPE | FLUSH_PERSISTENT_TYPE) || selectivity > FLUSH_LEVEL_MR {
+        return Err(WcStatus::LocQpOpErr);
+    }
+    if *budget == 0 || st.una.distance(st.npsn) >= WINDOW {
+        return Ok(None);
+    }
+    if st.path.is_none() {
+        return Err(WcStatus::LocQpOpErr);
+    }
+    *budget -= 1;
+    st.set_wqe_psn(idx, st.npsn, st.npsn, true);
+    st.reads_out += 1;
+    let Some(path) = st.path.as_ref() else { return Err(WcStatus::LocQpOpErr) };
+    let mut bth = Bth::new(Opcode::RcFlush, DEFAULT_PKEY, st.attr.dest_qp_num, st.npsn);
+    bth.ack_req = true;
+    let ext = Ext {
+        feth: Some(headers::Feth { selectivity, placement_type }),
+        reth: Some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }),
+        ..Ext::default()
+    };
+    let _ = path.send(udp::source_port(qp.qp_num(), st.attr.dest_qp_num), &bth, &ext, 0, |_| true);
+    // One packet: the WQE is wholly sent, as `send_connected` leaves it.
+    st.sq_pkt = 0;
+    st.npsn = st.npsn.next();
+    Ok(Some(0))
+}
+
+/// FETH placement types and selectivity levels (`IB_FLUSH_*`).
+const FLUSH_GLOBAL_TYPE: u8 = 1;
+const FLUSH_PERSISTENT_TYPE: u8 = 2;
+const FLUSH_LEVEL_MR: u8 = 1;
+
 /// Sends (more of) WQE `idx` on a connected QP, from packet `st.sq_pkt`
 /// on. Returns the message length once every packet is out, or `None`
 /// when the RC window or `budget` stopped it part-way.
@@ -520,6 +571,9 @@ fn send_connected(
     t: Wire,
     budget: &mut u32,
 ) -> core::result::Result<Option<u32>, WcStatus> {
+    if op == SendOp::Flush {
+        return send_flush(qp, st, idx, w, t, budget);
+    }
     let atomic = matches!(op, SendOp::CmpSwap | SendOp::FetchAdd);
     // Atomic Write's 8 bytes come from the message, or (with no SGE and no
     // inline data, as `ibv_wr_atomic_write` posts it) from `compare_add`.
@@ -778,8 +832,9 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
                 if let Some(&(_, orig)) = st.atomic_replay.iter().find(|(p, _)| *p == psn.get()) {
                     send_atomic_ack(qp, st, psn, orig);
                 }
-            } else if pkt.opcode.operation() == Operation::AtomicWrite {
-                // Answered again, not written again.
+            } else if matches!(pkt.opcode.operation(), Operation::AtomicWrite | Operation::Flush) {
+                // Answered again, not written again (a flush again would
+                // change nothing).
                 send_read_ack(qp, st, psn, st.msn);
             } else {
                 send_ack(qp, st, st.epsn.wrapping_sub(1), Syndrome::ACK);
@@ -813,6 +868,8 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
                 atomic_write(qp, st, pkt)
             }
         }
+        // As with rxe, the QP must allow the placement type too.
+        Operation::Flush if rc => flush(qp, st, pkt, access),
         Operation::RdmaReadRequest if rc => {
             if access & REMOTE_READ == 0 {
                 Err(Nak::Access)
@@ -831,7 +888,8 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             if pos.ends_message() {
                 st.msn = (st.msn + 1) & 0x00ff_ffff;
             }
-            let is_atomic = matches!(op, Operation::CompareSwap | Operation::FetchAdd | Operation::AtomicWrite);
+            let is_atomic =
+                matches!(op, Operation::CompareSwap | Operation::FetchAdd | Operation::AtomicWrite | Operation::Flush);
             if rc && pkt.bth.ack_req && !is_atomic {
                 send_ack(qp, st, psn, Syndrome::ACK);
             }
@@ -1046,6 +1104,39 @@ fn atomic_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::resu
     Ok(())
 }
 
+/// Executes a FLUSH. Every write before it has already been copied into
+/// memory by this same receive path, so making them globally visible
+/// takes only a full fence. The QP must allow the placement type (an
+/// invalid-request NAK otherwise), and the key must grant the matching
+/// flush right (for the range, or with the MR selectivity level for the
+/// whole MR; a remote access NAK otherwise). The answer is an empty read
+/// response, as for Atomic Write.
+fn flush(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, qp_access: u32) -> core::result::Result<(), Nak> {
+    let feth = pkt.ext.feth.ok_or(Nak::Invalid)?;
+    let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
+    let need = match feth.placement_type {
+        FLUSH_GLOBAL_TYPE => FLUSH_GLOBAL,
+        FLUSH_PERSISTENT_TYPE => FLUSH_PERSISTENT,
+        _ => return Err(Nak::Invalid),
+    };
+    if qp_access & need == 0 {
+        return Err(Nak::Invalid);
+    }
+    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
+    if feth.selectivity > FLUSH_LEVEL_MR {
+        return Err(Nak::Invalid);
+    }
+    let checked = if feth.selectivity == FLUSH_LEVEL_MR {
+        mr::check_whole(dev, reth.rkey, pd, need)
+    } else {
+        mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, reth.dma_len, need, |_, _| Ok(()))
+    };
+    checked.map_err(|_| Nak::Access)?;
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
+    Ok(())
+}
+
 /// Answers an RDMA READ request with response packets.
 fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
     let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
@@ -1125,7 +1216,7 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             SendOp::RdmaRead => scatter_read(qp, idx, &w, off, pkt.payload),
             // An Atomic Write's answer carries no data: its SGE is the
             // source, never written.
-            SendOp::AtomicWrite if pkt.payload.is_empty() => Ok(()),
+            SendOp::AtomicWrite | SendOp::Flush if pkt.payload.is_empty() => Ok(()),
             _ => return Err(Drop::Unexpected),
         };
         st.read_next += 1;

@@ -64,7 +64,8 @@ const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT
     | crate::rdma::attr::CAP_MEM_WINDOW_TYPE_2B
     | crate::rdma::attr::CAP_ATOMIC_WRITE
     | crate::rdma::attr::CAP_RC_RNR_NAK_GEN
-    | crate::rdma::attr::CAP_SRQ_RESIZE;
+    | crate::rdma::attr::CAP_SRQ_RESIZE
+    | crate::rdma::attr::CAP_FLUSH_GLOBAL;
 
 /// The roxe driver.
 pub(crate) struct Roxe;

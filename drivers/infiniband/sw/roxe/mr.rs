@@ -255,6 +255,22 @@ pub(crate) fn with_rkey<R>(
     })
 }
 
+/// Checks that remote key `rkey` names a usable MR (not a window) of PD
+/// `pd` that grants `need`, for an operation on the whole MR (a FLUSH with
+/// the MR selectivity level, which names no range).
+pub(crate) fn check_whole(dev: &crate::device::RoxeDev, rkey: u32, pd: usize, need: u32) -> core::result::Result<(), KeyError> {
+    dev.mr_table.locked(|t| match t.get(rkey >> 8) {
+        Some(KeyEntry::Mr(m)) if m.usable(rkey, pd) => {
+            if m.access() & need == need {
+                Ok(())
+            } else {
+                Err(KeyError::Access)
+            }
+        }
+        _ => Err(KeyError::BadKey),
+    })
+}
+
 /// Why a local memory operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LocalError {

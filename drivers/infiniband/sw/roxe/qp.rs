@@ -394,7 +394,9 @@ fn check_attrs(this: &RoxeQp, a: &QpAttr, m: u32) -> Result {
                 & !(crate::proto::access::LOCAL_WRITE
                     | crate::proto::access::REMOTE_WRITE
                     | crate::proto::access::REMOTE_READ
-                    | crate::proto::access::REMOTE_ATOMIC)
+                    | crate::proto::access::REMOTE_ATOMIC
+                    | crate::proto::access::FLUSH_GLOBAL
+                    | crate::proto::access::FLUSH_PERSISTENT)
                 != 0);
     if bad {
         return Err(EINVAL);

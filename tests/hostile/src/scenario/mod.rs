@@ -6,6 +6,7 @@ pub mod bad_args;
 pub mod big_flush;
 pub mod bad_wqe;
 pub mod cq_garbage;
+pub mod flush;
 pub mod mmap;
 pub mod notify;
 pub mod random_wqe;
@@ -31,6 +32,12 @@ pub mod wc {
     pub const LOC_LEN_ERR: u32 = 1;
     pub const LOC_QP_OP_ERR: u32 = 2;
     pub const WR_FLUSH_ERR: u32 = 5;
+    pub const REM_ACCESS_ERR: u32 = 10;
+    pub const REM_INV_REQ_ERR: u32 = 9;
+    /// `IBV_WC_RDMA_WRITE`.
+    pub const OP_RDMA_WRITE: u32 = 1;
+    /// `IBV_WC_FLUSH`.
+    pub const OP_FLUSH: u32 = 8;
     /// `IBV_WC_RECV`.
     pub const OP_RECV: u32 = 128;
 }
@@ -42,6 +49,8 @@ pub mod wr {
     pub const RDMA_READ: u32 = 4;
     pub const ATOMIC_CMP_AND_SWP: u32 = 5;
     pub const TSO: u32 = 10;
+    /// `IBV_WR_FLUSH` (libibverbs 44 has no `ibv_wr_flush` to post it).
+    pub const FLUSH: u32 = 14;
     pub const SIGNALED: u32 = 2;
     pub const INLINE: u32 = 8;
 }
@@ -191,8 +200,8 @@ impl Fx {
                     m.qkey = 0x1111_1111;
                 } else {
                     m.attr_mask |= mask::ACCESS_FLAGS;
-                    // LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ
-                    m.access_flags = 7;
+                    // LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | FLUSH_GLOBAL
+                    m.access_flags = 7 | 1 << 8;
                 }
             }
             state::RTR if ty != QpType::Ud => {
@@ -250,6 +259,18 @@ impl Fx {
     pub fn qp_in(&self, s: QpSpec, target: u8) -> Result<QpRings, Fail> {
         let q = self.qp(s)?;
         self.bring_up(&q, target)?;
+        Ok(q)
+    }
+
+    /// Creates an RC or UC QP connected to itself and walks it up to RTS.
+    /// Its responder expects the PSN its requester starts from.
+    pub fn loopback(&self, s: QpSpec) -> Result<QpRings, Fail> {
+        let q = self.qp(s)?;
+        let rts = self.attrs(&q.qp, q.ty, state::RTS);
+        let rtr = Modify { rq_psn: rts.sq_psn, ..self.attrs(&q.qp, q.ty, state::RTR) };
+        for (to, m) in [(state::INIT, self.attrs(&q.qp, q.ty, state::INIT)), (state::RTR, rtr), (state::RTS, rts)] {
+            self.v.modify_qp(q.qp.handle, &m).step(format!("MODIFY_QP of a loopback {:?} QP to {}", q.ty, state::name(to)))?;
+        }
         Ok(q)
     }
 
