@@ -43,12 +43,16 @@ run_suite() {
 	rm -f "$out"
 	echo "pyverbs on $dev: $(grep -Ec '\.\.\. ' "$log") results"
 }
-# The suite never resizes an SRQ; srq-resize.py does, with receives
-# outstanding, on both drivers.
+# Our own pyverbs checks, on both drivers: the suite never resizes an SRQ
+# (srq-resize.py does, with receives outstanding), and never sends before
+# the receive is posted (rnr.py does).
 srq_resize() {
 	local gid
 	gid=$(gid_index_v4 "$1") || { fail "$1 has no IPv4 GID"; return; }
 	check "SRQ resize with outstanding receives on $1" python3 "$ROXE_ROOT/tests/guest/srq-resize.py" "$1" "$gid"
+	cat /tmp/check.out
+	check "RNR: sends and writes with immediate before the receive, on $1" \
+		timeout 300 python3 "$ROXE_ROOT/tests/guest/rnr.py" "$1" "$gid"
 	cat /tmp/check.out
 }
 check "load rxe" modprobe rdma_rxe

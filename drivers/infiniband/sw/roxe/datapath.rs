@@ -1012,19 +1012,32 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
         st.wctx = None;
         return Err(Nak::Invalid);
     }
+    let va = w.va + u64::from(w.off);
+    let (rkey, imm) = (w.rkey, pkt.ext.immdt.filter(|_| pos.ends_message()));
+    // Write with immediate consumes a receive WQE (with no data) at its
+    // last packet. It is taken before anything changes, once the key has
+    // been checked, so that an RNR NAK leaves the write where it was and
+    // the requester's resend of this packet is accepted.
+    let recv = match imm {
+        Some(_) => {
+            if n != 0 {
+                mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |_, _| Ok(())).map_err(|_| Nak::Access)?;
+            }
+            Some(pop_recv(qp, st).ok_or(Nak::Rnr)?)
+        }
+        None => None,
+    };
     if n != 0 {
-        let va = w.va + u64::from(w.off);
-        mr::with_rkey(dev, w.rkey, pd, qpn, va, n, REMOTE_WRITE, |m, o| m.write(o, pkt.payload))
+        mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |m, o| m.write(o, pkt.payload))
             .map_err(|_: KeyError| Nak::Access)?;
     }
+    let Some(w) = st.wctx.as_mut() else { return Err(Nak::Invalid) };
     w.off += n;
     if !pos.ends_message() {
         return Ok(());
     }
     let Some(w) = st.wctx.take() else { return Err(Nak::Invalid) };
-    if let Some(imm) = pkt.ext.immdt {
-        // Write with immediate consumes a receive WQE, with no data.
-        let r = pop_recv(qp, st).ok_or(Nak::Rnr)?;
+    if let (Some(imm), Some(r)) = (imm, recv) {
         let mut cqe = recv_cqe(qp, r.wr_id, WcOp::RecvRdmaImm, WcStatus::Success, w.len);
         cqe.src_qp = st.attr.dest_qp_num;
         cqe.wc_flags = WC_WITH_IMM;
@@ -1418,6 +1431,10 @@ fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
     }
     go_back(st);
     st.rnr_wait = true;
+    // The RNR timer below replaces any pending kick's expiry, and its end
+    // resumes sending; a kick left set would take that timer's turn and
+    // send nothing (RNR wait), leaving the queue stalled.
+    st.kick = false;
     qp.arm_timer(usecs.div_ceil(1000).max(1));
 }
 
