@@ -63,7 +63,17 @@ pair() {
 		wait_for 60 server_up "$port" "$pid"
 		roxe_signal "ready-$name"
 		wait "$pid"; rc=$?
-		if [ $rc != 0 ]; then fail "$name server (exit $rc): $* -p $port"
+		if [ $rc != 0 ] && [ -n "${last_send_may_fail:-}" ] &&
+			[ "$(grep -c 'Failed status' "$log")" = 1 ] &&
+			grep -q 'Failed status transport retry counter exceeded (12) for wr_id 2$' "$log" &&
+			wait_for $((limit + 60)) sh -c "test -e $ROXE_SHARED/ok-$name.2 || test -e $ROXE_SHARED/failed-$name.2" &&
+			test -e "$ROXE_SHARED/ok-$name.2"; then
+			# ibv_rc_pingpong's client exits as soon as it has the last
+			# message; if the ACK of that message is lost, the server's
+			# resends meet no QP and its last send fails. The client having
+			# finished every iteration proves the message arrived.
+			pass "$name server: only its last send failed, after the client finished every iteration (a lost final ACK): $* -p $port"
+		elif [ $rc != 0 ]; then fail "$name server (exit $rc): $* -p $port"
 		elif grep -q "invalid data" "$log"; then fail "$name server: --chk found bad data: $* -p $port"
 		elif [ -n "${server_re:-}" ] && ! grep -Eq -- "$server_re" "$log"; then
 			fail "$name server: output does not match /$server_re/: $* -p $port"
@@ -73,6 +83,7 @@ pair() {
 		check_output "$name: $* -p $port $ROXE_PEER_IP" "$re" \
 			bounded "$@" -p "$port" "$ROXE_PEER_IP"
 		cp /tmp/check.out "$log"
+		if [ "$ROXE_FAILS" = "$fails" ]; then roxe_signal "ok-$name"; else roxe_signal "failed-$name"; fi
 		# Show the result line; or, on a failure, the end of a long output
 		# (perftest's banner alone fills what check_output prints) and any
 		# FAIL lines (rdma-verify's) between its first 30 lines and that.
@@ -131,7 +142,7 @@ if [ $ok = 1 ] && [ "${ROXE_TRAFFIC_SET:-full}" = lossy ]; then
 	# RC both ways through the lossy link: the pingpong checks the data the
 	# server receives, rdma-verify that of writes (client to server), reads
 	# (server to client) and sends, each byte for byte.
-	limit=240 pair rc-64k 18516 '^50 iters in ' ibv_rc_pingpong -d "$dev" -g "$gidx" -n 50 -s 65536 -m 1024 --chk
+	limit=240 last_send_may_fail=1 pair rc-64k 18516 '^50 iters in ' ibv_rc_pingpong -d "$dev" -g "$gidx" -n 50 -s 65536 -m 1024 --chk
 	limit=600 server_re=$vre pair verify 18523 "$vre" \
 		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" \
 		--mtu 1024 --ops write,read,send --sizes 1,4096,65537,1048576 --timeout 120
