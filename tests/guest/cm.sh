@@ -26,8 +26,9 @@ roxe_signal up
 roxe_wait up 180 || fail "the peer never set up"
 
 # run_pair NAME SERVER... -- CLIENT...: the guest with role $FIRST
-# (default 1) runs SERVER in the background and signals; the other waits
-# for the signal and runs CLIENT. Each checks its own exit status.
+# (default 1) runs SERVER in the background and signals, 2 s later or, with
+# $ready_re, once the server's output matches it; the other waits for the
+# signal and runs CLIENT. Each checks its own exit status.
 run_pair() {
 	local name=$1 pid rc first=${FIRST:-1}; shift
 	local server=() client=()
@@ -36,7 +37,12 @@ run_pair() {
 	if [ "$ROXE_ROLE" = "$first" ]; then
 		bounded "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
 		pid=$!
-		sleep 2
+		if [ -n "${ready_re:-}" ]; then
+			# Signal once the server says it is ready (or has exited).
+			wait_for 60 sh -c "grep -q '$ready_re' '$ROXE_OUT/$name-server.log' || ! kill -0 $pid 2>/dev/null"
+		else
+			sleep 2
+		fi
 		roxe_signal "ready-$name"
 		wait "$pid"; rc=$?
 		if [ $rc = 0 ]; then pass "$name server: ${server[*]}"; else
@@ -72,9 +78,14 @@ run_pair udaddy-ipv6 udaddy -b "$srv6%$ROXE_IF" -c 2 -- udaddy -s "$srv6%$ROXE_I
 # mckey: UD multicast. One guest joins the group and waits for 10
 # datagrams, then the other joins and sends them: role 2 sends to role 1,
 # then role 1 to role 2.
+# The sender sends as soon as it has joined, so the receiver must have
+# joined (and attached its QP) first: it says "receiving data transfers"
+# then (line-buffered, to be seen at once).
 me=192.0.2.$ROXE_ROLE
-run_pair mckey mckey -m 239.1.1.1 -b $me -C 10 -- mckey -m 239.1.1.1 -s -b $me -C 10
-FIRST=2 run_pair mckey-back mckey -m 239.1.1.2 -b $me -C 10 -- mckey -m 239.1.1.2 -s -b $me -C 10
+ready_re='receiving data transfers' run_pair mckey stdbuf -oL mckey -m 239.1.1.1 -b $me -C 10 -- \
+	mckey -m 239.1.1.1 -s -b $me -C 10
+ready_re='receiving data transfers' FIRST=2 run_pair mckey-back stdbuf -oL mckey -m 239.1.1.2 -b $me -C 10 -- \
+	mckey -m 239.1.1.2 -s -b $me -C 10
 # perftest over the CM.
 run_pair send-bw-cm ib_send_bw -d $dev -R -n 200 -F -p 18600 -- ib_send_bw -d $dev -R -n 200 -F -p 18600 $srv
 run_pair write-bw-cm ib_write_bw -d $dev -R -n 100 -s 65536 -F -p 18601 -- ib_write_bw -d $dev -R -n 100 -s 65536 -F -p 18601 $srv
