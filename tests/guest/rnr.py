@@ -23,13 +23,14 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
+
+from loopback import connect, poll
 
 MTU = 1024
 BUF = 512 * 1024
@@ -43,38 +44,6 @@ def result(ok, what):
     if not ok:
         failures += 1
 
-
-def poll(cq, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        n, wcs = cq.poll(1)
-        if n:
-            return wcs[0]
-        time.sleep(0.001)
-    return None
-
-
-def connect(qp, dest, port, gid_index, gid):
-    a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=port)
-    a.pkey_index = 0
-    a.qp_access_flags = ACCESS
-    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
-    a = QPAttr(qp_state=e.IBV_QPS_RTR, port_num=port, path_mtu=e.IBV_MTU_1024)
-    a.dest_qp_num = dest
-    a.rq_psn = 0
-    a.max_dest_rd_atomic = 1
-    a.min_rnr_timer = 12
-    a.ah_attr = AHAttr(port_num=port, is_global=1, gr=GlobalRoute(dgid=gid, sgid_index=gid_index))
-    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
-              e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
-    a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=port)
-    a.sq_psn = 0
-    a.timeout = 14
-    a.retry_cnt = 7
-    a.rnr_retry = 7
-    a.max_rd_atomic = 1
-    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT |
-              e.IBV_QP_RNR_RETRY | e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
 
 
 def pattern(seed, n):
@@ -93,8 +62,8 @@ def main():
     cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
     qa = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=scq, cap=cap))
     qb = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=rcq, rcq=rcq, cap=cap))
-    connect(qa, qb.qp_num, port, gid_index, gid)
-    connect(qb, qa.qp_num, port, gid_index, gid)
+    connect(qa, qb.qp_num, port, gid_index, gid, ACCESS, 12)
+    connect(qb, qa.qp_num, port, gid_index, gid, ACCESS, 12)
 
     cases = [("send-1", e.IBV_WR_SEND, 100), ("send-64k", e.IBV_WR_SEND, 64 * MTU),
              ("send-400k", e.IBV_WR_SEND, 400 * MTU), ("wimm-64k", e.IBV_WR_RDMA_WRITE_WITH_IMM, 64 * MTU)]
@@ -112,7 +81,7 @@ def main():
         time.sleep(0.3)
         recv_len = size if opcode == e.IBV_WR_SEND else 0
         qb.post_recv(RecvWR(wr_id=100 + seed, num_sge=1, sg=[SGE(rmr.buf, max(recv_len, 1), rmr.lkey)]))
-        swc, rwc = poll(scq), poll(rcq)
+        swc, rwc = poll(scq, 30), poll(rcq, 30)
         ok = swc is not None and swc.status == e.IBV_WC_SUCCESS and swc.wr_id == seed
         result(ok, f"{name}: the sender's completion succeeds (got {swc and swc.status})")
         ok = rwc is not None and rwc.status == e.IBV_WC_SUCCESS and rwc.wr_id == 100 + seed

@@ -21,18 +21,18 @@ Two RC QPs on DEV are connected to each other through the device's own GID
 Prints one line per check and exits 1 if any failed.
 """
 import sys
-import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
+
+from loopback import connect, poll
 
 SLICE = 256
 SLICES = 128
@@ -54,39 +54,6 @@ def payload(n):
     return bytes((n * 7 + i * 13) & 0xFF for i in range(length))
 
 
-def poll(cq, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        n, wcs = cq.poll(1)
-        if n:
-            return wcs[0]
-        time.sleep(0.001)
-    return None
-
-
-def connect(qp, dest, port, gid_index, gid):
-    access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
-    a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=port)
-    a.pkey_index = 0
-    a.qp_access_flags = access
-    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
-    a = QPAttr(qp_state=e.IBV_QPS_RTR, port_num=port, path_mtu=e.IBV_MTU_1024)
-    a.dest_qp_num = dest
-    a.rq_psn = 0
-    a.max_dest_rd_atomic = 1
-    a.min_rnr_timer = 1
-    a.ah_attr = AHAttr(port_num=port, is_global=1, gr=GlobalRoute(dgid=gid, sgid_index=gid_index))
-    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
-              e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
-    a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=port)
-    a.sq_psn = 0
-    a.timeout = 14
-    a.retry_cnt = 7
-    a.rnr_retry = 7
-    a.max_rd_atomic = 1
-    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT |
-              e.IBV_QP_RNR_RETRY | e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
-
 
 def main():
     dev, gid_index = sys.argv[1], int(sys.argv[2])
@@ -102,8 +69,8 @@ def main():
     qa = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=scq,
                            cap=QPCap(max_send_wr=64, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)))
     qb = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=rcq, rcq=rcq, srq=srq, cap=cap))
-    connect(qa, qb.qp_num, port, gid_index, gid)
-    connect(qb, qa.qp_num, port, gid_index, gid)
+    connect(qa, qb.qp_num, port, gid_index, gid, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE, 1)
+    connect(qb, qa.qp_num, port, gid_index, gid, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE, 1)
 
     posted = []  # wr_ids in the order they were posted; wr_id = slice index
 
@@ -126,8 +93,8 @@ def main():
             qa.post_send(SendWR(wr_id=sent, opcode=e.IBV_WR_SEND, num_sge=1,
                                 sg=[SGE(send_mr.buf, len(data), send_mr.lkey)],
                                 send_flags=e.IBV_SEND_SIGNALED))
-            swc = poll(scq)
-            rwc = poll(rcq)
+            swc = poll(scq, 10)
+            rwc = poll(rcq, 10)
             if swc is None or swc.status != e.IBV_WC_SUCCESS:
                 result(False, f"send {sent} completes (got {swc and swc.status})")
                 return False
