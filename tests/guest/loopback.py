@@ -1,11 +1,23 @@
 """Helpers for the guest's own pyverbs checks (srq-resize.py, rnr.py): an RC
-QP connected to another QP of the same device through its own GID, and a
-bounded CQ poll."""
+QP connected to another QP of the same device through its own GID, a
+bounded CQ poll, and the ok/FAIL lines with their count."""
 import time
 
 import pyverbs.enums as e
 from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.qp import QPAttr
+
+
+class Tally:
+    """Prints one line per check and counts the failed ones."""
+
+    def __init__(self):
+        self.failures = 0
+
+    def __call__(self, ok, what):
+        print(("ok   " if ok else "FAIL ") + what, flush=True)
+        if not ok:
+            self.failures += 1
 
 
 def poll(cq, timeout):

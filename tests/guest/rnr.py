@@ -30,19 +30,12 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
 
-from loopback import connect, poll
+from loopback import Tally, connect, poll
 
 MTU = 1024
 BUF = 512 * 1024
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
-failures = 0
-
-
-def result(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
+result = Tally()
 
 
 
@@ -100,5 +93,5 @@ def main():
 
 if __name__ == "__main__":
     main()
-    print(f"rnr: {'ok' if failures == 0 else f'{failures} failed'}")
-    sys.exit(1 if failures else 0)
+    print(f"rnr: {'ok' if result.failures == 0 else f'{result.failures} failed'}")
+    sys.exit(1 if result.failures else 0)

@@ -32,20 +32,13 @@ from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
 
-from loopback import connect, poll
+from loopback import Tally, connect, poll
 
 SLICE = 256
 SLICES = 128
 EINVAL = 22
 
-failures = 0
-
-
-def result(ok, what):
-    global failures
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures += 1
+result = Tally()
 
 
 def payload(n):
@@ -153,5 +146,5 @@ def main():
 
 if __name__ == "__main__":
     main()
-    print(f"srq-resize: {'ok' if failures == 0 else f'{failures} failed'}")
-    sys.exit(1 if failures else 0)
+    print(f"srq-resize: {'ok' if result.failures == 0 else f'{result.failures} failed'}")
+    sys.exit(1 if result.failures else 0)
