@@ -25,24 +25,18 @@ wait_for 10 gid_index_v4 $dev
 roxe_signal up
 roxe_wait up 180 || fail "the peer never set up"
 
-# run_pair NAME SERVER... -- CLIENT...: the guest with role $FIRST
-# (default 1) runs SERVER in the background and signals, 2 s later or, with
-# $ready_re, once the server's output matches it; the other waits for the
-# signal and runs CLIENT. Each checks its own exit status.
+# run_pair NAME SERVER... -- CLIENT...: the guest with role 1 runs SERVER
+# in the background and signals 2 s later; the other waits for the signal
+# and runs CLIENT. Each checks its own exit status.
 run_pair() {
-	local name=$1 pid rc first=${FIRST:-1}; shift
+	local name=$1 pid rc; shift
 	local server=() client=()
 	while [ "$1" != "--" ]; do server+=("$1"); shift; done; shift
 	client=("$@")
-	if [ "$ROXE_ROLE" = "$first" ]; then
+	if [ "$ROXE_ROLE" = 1 ]; then
 		bounded "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
 		pid=$!
-		if [ -n "${ready_re:-}" ]; then
-			# Signal once the server says it is ready (or has exited).
-			wait_for 60 sh -c "grep -q '$ready_re' '$ROXE_OUT/$name-server.log' || ! kill -0 $pid 2>/dev/null"
-		else
-			sleep 2
-		fi
+		sleep 2
 		roxe_signal "ready-$name"
 		wait "$pid"; rc=$?
 		if [ $rc = 0 ]; then pass "$name server: ${server[*]}"; else
@@ -78,14 +72,51 @@ run_pair udaddy-ipv6 udaddy -b "$srv6%$ROXE_IF" -c 2 -- udaddy -s "$srv6%$ROXE_I
 # mckey: UD multicast. One guest joins the group and waits for 10
 # datagrams, then the other joins and sends them: role 2 sends to role 1,
 # then role 1 to role 2.
-# The sender sends as soon as it has joined, so the receiver must have
-# joined (and attached its QP) first: it says "receiving data transfers"
-# then (line-buffered, to be seen at once).
-me=192.0.2.$ROXE_ROLE
-ready_re='receiving data transfers' run_pair mckey stdbuf -oL mckey -m 239.1.1.1 -b $me -C 10 -- \
-	mckey -m 239.1.1.1 -s -b $me -C 10
-ready_re='receiving data transfers' FIRST=2 run_pair mckey-back stdbuf -oL mckey -m 239.1.1.2 -b $me -C 10 -- \
-	mckey -m 239.1.1.2 -s -b $me -C 10
+#
+# mckey's sender posts its sends unsignalled and at once leaves the group
+# and destroys its QP. roxe transmits inside post_send, so every datagram
+# is out by then; rxe transmits later from a work item, and destroying the
+# QP flushes what it has not sent yet (measured: an rxe sender put 1, 2 or 6
+# of its 10 datagrams on the wire in 5 runs of 24, between rxe guests as
+# well). So an rxe sender runs up to 5 times, until the receiver has had
+# its 10 datagrams; a roxe sender gets one run.
+#
+# mckey_pair NAME GROUP RECEIVER-ROLE
+mckey_pair() {
+	local name=$1 group=$2 first=$3 pid rc i tries=1 me=192.0.2.$ROXE_ROLE
+	if [ "$ROXE_ROLE" = "$first" ]; then
+		# The sender sends as soon as it has joined, so the receiver must
+		# have joined (and attached its QP) first: it says "receiving data
+		# transfers" then (line-buffered, to be seen at once).
+		bounded stdbuf -oL mckey -m $group -b $me -C 10 >"$ROXE_OUT/$name-receiver.log" 2>&1 &
+		pid=$!
+		wait_for 60 sh -c "grep -q 'receiving data transfers' '$ROXE_OUT/$name-receiver.log' || ! kill -0 $pid 2>/dev/null"
+		roxe_signal "ready-$name"
+		wait "$pid"; rc=$?
+		roxe_signal "got-$name"
+		if [ $rc = 0 ]; then pass "$name receiver ($DRV): 10 datagrams from $group"; else
+			fail "$name receiver ($DRV, exit $rc): mckey -m $group"; tail -15 "$ROXE_OUT/$name-receiver.log" | sed 's/^/    /'
+		fi
+	elif roxe_wait "ready-$name" $((limit + 30)); then
+		[ "$DRV" = rxe ] && tries=5
+		for i in $(seq 1 $tries); do
+			if ! bounded mckey -m $group -s -b $me -C 10 >"$ROXE_OUT/$name-sender-$i.log" 2>&1; then
+				fail "$name sender ($DRV, run $i): mckey -m $group -s"; tail -15 "$ROXE_OUT/$name-sender-$i.log" | sed 's/^/    /'
+				return
+			fi
+			roxe_wait "got-$name" 5 && break
+		done
+		if roxe_wait "got-$name" $limit; then
+			pass "$name sender ($DRV): $i run(s) of mckey -m $group -s"
+		else
+			fail "$name sender ($DRV): the receiver did not finish after $i run(s)"
+		fi
+	else
+		fail "$name: the receiver never signalled"
+	fi
+}
+mckey_pair mckey 239.1.1.1 1
+mckey_pair mckey-back 239.1.1.2 2
 # perftest over the CM.
 run_pair send-bw-cm ib_send_bw -d $dev -R -n 200 -F -p 18600 -- ib_send_bw -d $dev -R -n 200 -F -p 18600 $srv
 run_pair write-bw-cm ib_write_bw -d $dev -R -n 100 -s 65536 -F -p 18601 -- ib_write_bw -d $dev -R -n 100 -s 65536 -F -p 18601 $srv
