@@ -52,6 +52,14 @@ const MAX_MSG: u64 = 1 << 31;
 /// PSNs an RC requester keeps unacknowledged before it waits. Virtual links
 /// drop long bursts.
 const WINDOW: u32 = 256;
+/// Response packets one RC requester's reads may have outstanding, and the
+/// largest piece one read request asks for. The responders answer each
+/// request in one burst, so the bursts of several QPs reading at once land
+/// together in the receive queues on the way (a virtio NIC's ring holds
+/// 256 packets): at 256 per QP, two QPs of `ib_read_bw -q 2` overflowed
+/// them, and the retransmitted bursts collided again until the retry
+/// count ran out.
+const READ_WINDOW: u32 = 128;
 /// Packets one call of the requester sends before it yields to the timer.
 const BUDGET: u32 = 256;
 /// In a bind WQE's `swap`: the bind came from `ibv_bind_mw` (type 1).
@@ -333,6 +341,12 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     if budget == 0 {
         st.kick = true;
         qp.arm_timer(0);
+    } else if core::mem::take(&mut st.credit_wait) && !outstanding(st) {
+        // Other QPs' reads hold the device's credits, and nothing of this
+        // QP's own will answer and resume it: try again soon. (With work
+        // outstanding, its answers and its retry timer do.)
+        st.kick = true;
+        qp.arm_timer(1);
     } else if t == Wire::Rc {
         arm_retry(qp, st);
     }
@@ -551,6 +565,24 @@ fn send_flush(
     Ok(Some(0))
 }
 
+/// The device's pool of read-response credits.
+fn this_dev_credits(qp: &Qp<Roxe>) -> &crate::limits::Credits {
+    &qp.device().data().read_credits
+}
+
+/// Takes `n` read-response credits for a read request, or marks the QP as
+/// waiting for them.
+/// (`held` and `wait` are the QP state's `read_held` and `credit_wait`.)
+fn take_read_credits(qp: &Qp<Roxe>, held: &mut u32, wait: &mut bool, n: u32) -> bool {
+    if this_dev_credits(qp).take(n) {
+        *held += n;
+        true
+    } else {
+        *wait = true;
+        false
+    }
+}
+
 /// FETH placement types and selectivity levels (`IB_FLUSH_*`).
 const FLUSH_GLOBAL_TYPE: u8 = 1;
 const FLUSH_PERSISTENT_TYPE: u8 = 2;
@@ -560,7 +592,7 @@ const FLUSH_LEVEL_MR: u8 = 1;
 /// on. Returns the message length once every packet is out, or `None`
 /// when the RC window or `budget` stopped it part-way.
 ///
-/// An RDMA READ goes out as one read request per [`WINDOW`] packets of
+/// An RDMA READ goes out as one read request per [`READ_WINDOW`] packets of
 /// response, so no responder answers with a longer burst than that.
 fn send_connected(
     qp: &Qp<Roxe>,
@@ -592,7 +624,22 @@ fn send_connected(
     let n = if atomic { 1 } else { seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)? };
     let rc = t == Wire::Rc;
     let waits = op == SendOp::RdmaRead || atomic || atomic_write;
+    // The first piece of a read took its credits before anything of the
+    // WQE was recorded.
+    let mut prepaid = false;
     if st.sq_pkt == 0 {
+        // Nothing is recorded for a WQE that cannot start yet: it is
+        // counted in `reads_out` once, when its first packet goes out.
+        let read_full = op == SendOp::RdmaRead
+            && st.una != st.npsn
+            && st.una.distance(st.npsn) + n.min(READ_WINDOW) > READ_WINDOW;
+        if *budget == 0 || (rc && st.una.distance(st.npsn) >= WINDOW) || read_full {
+            return Ok(None);
+        }
+        if op == SendOp::RdmaRead && !take_read_credits(qp, &mut st.read_held, &mut st.credit_wait, n.min(READ_WINDOW)) {
+            return Ok(None);
+        }
+        prepaid = op == SendOp::RdmaRead;
         st.set_wqe_psn(idx, st.npsn, st.npsn.wrapping_add(n - 1), waits);
         if waits {
             st.reads_out += 1;
@@ -624,7 +671,7 @@ fn send_connected(
             st.npsn = st.npsn.next();
             continue;
         }
-        if op == SendOp::RdmaRead && i % WINDOW == 0 && i != 0 && st.una != st.npsn {
+        if op == SendOp::RdmaRead && i % READ_WINDOW == 0 && i != 0 && st.una != st.npsn {
             // The pieces of one read go one at a time: each is a request
             // the responder keeps a resource for, and it may keep as few
             // as one (`max_dest_rd_atomic`).
@@ -632,10 +679,22 @@ fn send_connected(
             return Ok(None);
         }
         if op == SendOp::RdmaRead {
-            // Requests cover fixed WINDOW-packet pieces of the read, so one
-            // asked again part-way (after a loss) is a subset of the one
-            // sent first, which is what responders accept as a duplicate.
-            let span = (n - i).min(WINDOW - i % WINDOW);
+            // Requests cover fixed READ_WINDOW-packet pieces of the read,
+            // so one asked again part-way (after a loss) is a subset of the
+            // one sent first, which is what responders accept as a
+            // duplicate.
+            let span = (n - i).min(READ_WINDOW - i % READ_WINDOW);
+            if !core::mem::take(&mut prepaid) {
+                if st.una != st.npsn && st.una.distance(st.npsn) + span > READ_WINDOW {
+                    // Resumed by the responses (`complete`).
+                    *budget += 1;
+                    return Ok(None);
+                }
+                if !take_read_credits(qp, &mut st.read_held, &mut st.credit_wait, span) {
+                    *budget += 1;
+                    return Ok(None);
+                }
+            }
             let sub_len = (len - off).min(span * mtu);
             let mut bth = Bth::new(Opcode::RcRdmaReadRequest, DEFAULT_PKEY, dqpn, first.wrapping_add(i));
             bth.ack_req = true;
@@ -1235,6 +1294,10 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         st.read_next += 1;
         st.una = psn.next();
         progress(st);
+        if op == SendOp::RdmaRead && st.read_held != 0 {
+            st.read_held -= 1;
+            this_dev_credits(qp).give_back(1);
+        }
         if let Err(e) = status {
             st.read_next = 0;
             fail(qp, st, &w, op, e);
@@ -1247,6 +1310,11 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             let len = msg_len(this, idx, &w).unwrap_or(0);
             complete_send(qp, st, &w, op, WcStatus::Success, len);
             ack_up_to(qp, st, psn);
+            if !outstanding(st) {
+                // Nothing asked for is still due: a responder that answered
+                // short leaves nothing held.
+                st.release_reads(this_dev_credits(qp));
+            }
             send_pending(qp, st);
         } else if st.sq_pkt != 0 {
             // The window moved: more of this read may be requested.
@@ -1352,7 +1420,9 @@ fn arm_retry(qp: &Qp<Roxe>, st: &QpState) {
 /// oldest unfinished WQE is sent again from the packet the responder has
 /// not acknowledged (a read asks again for the rest), and everything after
 /// it again in full.
-fn go_back(st: &mut QpState) {
+fn go_back(qp: &Qp<Roxe>, st: &mut QpState) {
+    // The reads asked again take their credits again.
+    st.release_reads(&qp.device().data().read_credits);
     if outstanding(st) {
         let (first, last, waits) = st.wqe_psn(st.sq_consumer);
         let resume = if st.una.in_range(first, last.next()) { st.una } else { first };
@@ -1372,7 +1442,7 @@ fn go_back(st: &mut QpState) {
 fn go_back_once(qp: &Qp<Roxe>, st: &mut QpState) {
     if !st.retrying {
         st.retrying = true;
-        go_back(st);
+        go_back(qp, st);
         send_pending(qp, st);
     }
 }
@@ -1413,7 +1483,7 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         st.retry_left -= 1;
     }
     st.retrying = true;
-    go_back(st);
+    go_back(qp, st);
     send_pending(qp, st);
 }
 
@@ -1429,7 +1499,7 @@ fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
     if st.attr.rnr_retry != 7 {
         st.rnr_left -= 1;
     }
-    go_back(st);
+    go_back(qp, st);
     st.rnr_wait = true;
     // The RNR timer below replaces any pending kick's expiry, and its end
     // resumes sending; a kick left set would take that timer's turn and

@@ -93,6 +93,8 @@ pub(crate) struct RoxeDev {
     pub(crate) qp_index: QpIndex<Roxe>,
     /// Packet counters.
     pub(crate) counters: crate::rx::Counters,
+    /// Read-response packets this device's requesters may await.
+    pub(crate) read_credits: crate::limits::Credits,
     /// Whether the GSI QP (QP1) exists.
     pub(crate) gsi_taken: AtomicBool,
     pub(crate) srqs: Budget,
@@ -428,6 +430,7 @@ impl LinkOps for Link {
                 qp_table <- Table::new(MAX_QP),
                 qp_index <- QpIndex::new(),
                 counters: crate::rx::Counters::new(),
+                read_credits: crate::limits::Credits::new(crate::limits::READ_CREDITS),
                 gsi_taken: AtomicBool::new(false),
                 srqs: Budget::new(MAX_SRQ),
                 srq_table <- Table::new(MAX_SRQ),

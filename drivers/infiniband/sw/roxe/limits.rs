@@ -42,6 +42,38 @@ pub(crate) const MAX_RES_RD_ATOM: u32 = 0x3f000;
 /// Slots in the largest CQ ring.
 pub(crate) const MAX_CQ_SLOTS: u32 = MAX_CQE + 1;
 
+/// Read-response packets the RC requesters of one device may have asked
+/// for and not yet received, all QPs together. The responders answer each
+/// read request in one burst, and the bursts of several QPs arrive
+/// together: more than the netdev's receive ring holds (a virtio NIC's
+/// holds 256) and some are lost, which the requesters answer by asking
+/// for everything again.
+pub(crate) const READ_CREDITS: u32 = 192;
+
+/// A device's pool of read-response credits: taken in whole requests,
+/// given back one response packet at a time or all at once when a QP goes
+/// back, fails or is reset.
+pub(crate) struct Credits(AtomicU32);
+
+impl Credits {
+    /// A pool of `n` credits.
+    pub(crate) const fn new(n: u32) -> Self {
+        Self(AtomicU32::new(n))
+    }
+
+    /// Takes `n` credits, or none if fewer are left.
+    pub(crate) fn take(&self, n: u32) -> bool {
+        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(n)).is_ok()
+    }
+
+    /// Gives back `n` credits taken by [`Credits::take`].
+    pub(crate) fn give_back(&self, n: u32) {
+        if n != 0 {
+            self.0.fetch_add(n, Ordering::AcqRel);
+        }
+    }
+}
+
 /// A count of live objects of one kind, bounded by a published limit.
 pub(crate) struct Budget {
     used: AtomicU32,

@@ -119,6 +119,11 @@ pub(crate) struct QpState {
     pub(crate) reads_out: u32,
     /// Requester: went back after a gap and has not heard of progress since.
     pub(crate) retrying: bool,
+    /// Requester: the device's read-response credits this QP holds (one
+    /// per response packet asked for and not yet received).
+    pub(crate) read_held: u32,
+    /// Requester: a read waits for the device's credits; the timer polls.
+    pub(crate) credit_wait: bool,
     /// The port's netdev, which datagrams are routed out of; taken on each
     /// modify, where the core's lookup may run (never under this lock).
     pub(crate) ndev: Option<ARef<NetDevice>>,
@@ -154,6 +159,13 @@ impl QpState {
         if let Some(e) = self.wqe_psns.get_mut(idx as usize % n) {
             *e = u64::from(first.get()) | u64::from(last.get()) << 24 | u64::from(waits) << 48;
         }
+    }
+
+    /// Gives back every read-response credit this QP holds: the responses
+    /// still coming no longer count (the QP goes back, fails or resets).
+    pub(crate) fn release_reads(&mut self, credits: &crate::limits::Credits) {
+        credits.give_back(core::mem::take(&mut self.read_held));
+        self.credit_wait = false;
     }
 
     /// Forgets the requester's and responder's progress.
@@ -323,6 +335,8 @@ pub(crate) fn create(
         rnr_wait: false,
         reads_out: 0,
         retrying: false,
+        read_held: 0,
+        credit_wait: false,
         ndev: None,
         path: None,
         epsn: Psn::ZERO,
@@ -354,6 +368,7 @@ pub(crate) fn create(
 pub(crate) fn destroy(qp: &Qp<Roxe>) {
     let this = qp.data();
     let dev = qp.device().data();
+    this.state.lock().release_reads(&dev.read_credits);
     if this.index == 0 {
         dev.gsi_taken.store(false, core::sync::atomic::Ordering::Release);
     } else {
@@ -515,6 +530,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             // Outstanding work is discarded without completions.
             discard(this, &mut st);
             st.attr = reset_attr(this.cap);
+            st.release_reads(&qp.device().data().read_credits);
             st.reset_progress();
             st.path = None;
             st.npsn = Psn::ZERO;
@@ -589,6 +605,7 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
         st.sq_consumer = prod;
         this.sq.set_consumer(prod);
     }
+    st.release_reads(&qp.device().data().read_credits);
     st.reset_progress();
     flush_rq(qp, st);
 }
