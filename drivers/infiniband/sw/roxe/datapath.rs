@@ -341,10 +341,11 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     if budget == 0 {
         st.kick = true;
         qp.arm_timer(0);
-    } else if core::mem::take(&mut st.credit_wait) && !outstanding(st) {
-        // Other QPs' reads hold the device's credits, and nothing of this
-        // QP's own will answer and resume it: try again soon. (With work
-        // outstanding, its answers and its retry timer do.)
+    } else if core::mem::take(&mut st.credit_wait) && st.una == st.npsn {
+        // Other QPs' reads hold the device's credits, and nothing this QP
+        // sent is in flight to answer and resume it: try again soon, without
+        // spending a retry. (With packets in flight, their answers and the
+        // retry timer do.)
         st.kick = true;
         qp.arm_timer(1);
     } else if t == Wire::Rc {
@@ -1271,6 +1272,12 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         if !is_read || !psn.in_range(first, last.next()) {
             return Err(Drop::Unexpected);
         }
+        if psn.diff(st.npsn) >= 0 {
+            // Not asked for (any more): after going back, a read waiting
+            // for credits has not asked again, and what is still arriving
+            // from before must not complete it.
+            return Err(Drop::Unexpected);
+        }
         let i = first.distance(psn);
         if i != st.read_next {
             // A gap: ask again from the start of the read.
@@ -1408,9 +1415,12 @@ fn outstanding(st: &QpState) -> bool {
 }
 
 /// Starts the retry timer while work waits for acknowledgement.
-fn arm_retry(qp: &Qp<Roxe>, st: &QpState) {
+fn arm_retry(qp: &Qp<Roxe>, st: &mut QpState) {
     if outstanding(st) && !st.rnr_wait {
         if let Some(ms) = timeout_ms(st) {
+            // This replaces a pending kick's expiry; the send it was for
+            // has just run.
+            st.kick = false;
             qp.arm_timer(ms);
         }
     }

@@ -693,6 +693,7 @@ pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
             // An impossible producer index: the ring cannot be trusted.
             if st.attr.state != State::Err {
                 st.attr.state = State::Err;
+                st.release_reads(&qp.device().data().read_credits);
                 flush_rq(qp, st);
                 // The event handler runs with our lock held; the core's
                 // handlers only queue the event.
