@@ -25,18 +25,25 @@ wait_for 10 gid_index_v4 $dev
 roxe_signal up
 roxe_wait up 180 || fail "the peer never set up"
 
+# listeners: how many CM IDs listen on this guest (`rdma resource`).
+listeners() { rdma resource show cm_id 2>/dev/null | grep -cw LISTEN; }
+
 # run_pair NAME SERVER... -- CLIENT...: the guest with role 1 runs SERVER
-# in the background and signals 2 s later; the other waits for the signal
-# and runs CLIENT. Each checks its own exit status.
+# in the background and signals once it listens (one more listening CM ID
+# than before) or has exited; the other waits for the signal and runs
+# CLIENT. Each checks its own exit status. (A fixed 2 s was once too short
+# for ib_atomic_bw -R: its client was rejected, no listener yet.)
 run_pair() {
-	local name=$1 pid rc; shift
+	local name=$1 pid rc before; shift
 	local server=() client=()
 	while [ "$1" != "--" ]; do server+=("$1"); shift; done; shift
 	client=("$@")
 	if [ "$ROXE_ROLE" = 1 ]; then
+		before=$(listeners)
 		bounded "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
 		pid=$!
-		sleep 2
+		wait_for 30 sh -c "[ \$(rdma resource show cm_id 2>/dev/null | grep -cw LISTEN) -gt $before ] || ! kill -0 $pid 2>/dev/null" ||
+			echo "$name: no new listening CM ID after 30 s; going on"
 		roxe_signal "ready-$name"
 		wait "$pid"; rc=$?
 		if [ $rc = 0 ]; then pass "$name server: ${server[*]}"; else
