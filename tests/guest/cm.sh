@@ -27,6 +27,8 @@ roxe_wait up 180 || fail "the peer never set up"
 
 # listeners: how many CM IDs listen on this guest (`rdma resource`).
 listeners() { rdma resource show cm_id 2>/dev/null | grep -cw LISTEN; }
+# listening_since COUNT PID: more listeners than COUNT, or PID has exited.
+listening_since() { [ "$(listeners)" -gt "$1" ] || ! kill -0 "$2" 2>/dev/null; }
 
 # run_pair NAME SERVER... -- CLIENT...: the guest with role 1 runs SERVER
 # in the background and signals once it listens (one more listening CM ID
@@ -42,7 +44,7 @@ run_pair() {
 		before=$(listeners)
 		bounded "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
 		pid=$!
-		wait_for 30 sh -c "[ \$(rdma resource show cm_id 2>/dev/null | grep -cw LISTEN) -gt $before ] || ! kill -0 $pid 2>/dev/null" ||
+		wait_for 30 listening_since "$before" $pid ||
 			echo "$name: no new listening CM ID after 30 s; going on"
 		roxe_signal "ready-$name"
 		wait "$pid"; rc=$?
