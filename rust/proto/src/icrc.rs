@@ -211,6 +211,17 @@ impl Icrc {
     pub const fn finish(self) -> u32 {
         self.crc.finish()
     }
+
+    /// The ICRC Linux's rxe (6.12 and before) puts on, and expects in, an
+    /// RC FLUSH packet: after the whole packet, `headers` (BTH, FETH and
+    /// RETH as on the wire, unmasked) once more. rxe's opcode table gives
+    /// FLUSH no payload offset, so it takes the packet's 32 header bytes
+    /// for a payload and adds them to the CRC a second time. Feed the
+    /// packet as for [`Icrc::finish`] first.
+    pub fn finish_rxe_flush(mut self, headers: &[u8]) -> u32 {
+        self.update(headers);
+        self.finish()
+    }
 }
 
 /// The ICRC of a packet: `udp` is the UDP datagram (UDP header onward)
@@ -260,6 +271,28 @@ pub fn fill(ip: IpHeader<'_>, datagram: &mut [u8]) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+
+    /// An RC FLUSH as roxe sent it to rxe (captured on the wire,
+    /// 2026-12-02): its ICRC is the standard one, and rxe's variant, which
+    /// rxe dropped it for, differs. The variant is the one rxe 6.12 accepted
+    /// when roxe sent it.
+    #[test]
+    fn flush_icrc_standard_and_rxe_variant() {
+        let ip: [u8; 20] = [
+            0x45, 0x00, 0x00, 0x40, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb6, 0xa9, 0xc0, 0x00, 0x02, 0x02, 0xc0, 0x00,
+            0x02, 0x01,
+        ];
+        let udp: [u8; 40] = [
+            0xc1, 0x10, 0x12, 0xb7, 0x00, 0x2c, 0x00, 0x00, // UDP
+            0x1c, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0x00, 0x04, 0x57, // BTH
+            0x00, 0x00, 0x00, 0x01, // FETH
+            0x00, 0x00, 0x00, 0x00, 0x1b, 0xe4, 0x50, 0x40, 0x00, 0x00, 0x02, 0x78, 0x00, 0x00, 0x00, 0xc8, // RETH
+        ];
+        let mut c = Icrc::new(IpHeader::V4(&ip));
+        c.update(&udp);
+        assert_eq!(c.finish().to_le_bytes(), [0x3e, 0x01, 0x36, 0x5b]);
+        assert_eq!(c.finish_rxe_flush(&udp[8..]).to_le_bytes(), [0x4e, 0x16, 0xd7, 0x75]);
+    }
     use super::*;
     use proptest::prelude::*;
     use std::{string::String, vec, vec::Vec};

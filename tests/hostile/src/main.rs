@@ -69,6 +69,11 @@ const SCENARIOS: &[Scenario] = &[
         run: scenario::flush::run,
     },
     Scenario {
+        name: "read-hog",
+        about: "reads that are never answered hold the device's read credits; another QP's read must still complete",
+        run: scenario::read_hog::run,
+    },
+    Scenario {
         name: "bad-args",
         about: "verbs commands with bad arguments and unexpected driver input",
         run: scenario::bad_args::run,
@@ -95,11 +100,19 @@ const SCENARIOS: &[Scenario] = &[
     },
 ];
 
+/// Scenarios that need a peer in another guest (`--peer-dir`); `all` leaves
+/// them out.
+const PEER_SCENARIOS: &[Scenario] = &[Scenario {
+    name: "flush-peer",
+    about: "RDMA FLUSH as the requester to a peer's QPs and MRs (tests/guest/flush-peer.py); needs --peer-dir",
+    run: scenario::flush_peer::run,
+}];
+
 fn usage() -> String {
     let mut s = String::from(
-        "usage: roxe-hostile --dev /dev/infiniband/uverbsN [--ibdev NAME] [--seed N] [--iterations N] all|SCENARIO...\n\nscenarios:\n",
+        "usage: roxe-hostile --dev /dev/infiniband/uverbsN [--ibdev NAME] [--gid-index N] [--peer-dir DIR] [--seed N] [--iterations N] all|SCENARIO...\n\nscenarios:\n",
     );
-    for sc in SCENARIOS {
+    for sc in SCENARIOS.iter().chain(PEER_SCENARIOS) {
         s += &format!("  {:<12} {}\n", sc.name, sc.about);
     }
     s
@@ -118,10 +131,15 @@ fn parse_gid(s: &str) -> Option<[u8; 16]> {
     Some(gid)
 }
 
-/// The first RoCE v2 GID of port 1, preferring index 0.
-fn find_gid(ibdev: &str) -> Result<(u8, [u8; 16]), String> {
+/// The first RoCE v2 GID of port 1, preferring index 0, or the one at
+/// `index`.
+fn find_gid(ibdev: &str, index: Option<u8>) -> Result<(u8, [u8; 16]), String> {
     let port = Path::new("/sys/class/infiniband").join(ibdev).join("ports/1");
-    for i in 0u8..16 {
+    let range = match index {
+        Some(i) => i..=i,
+        None => 0..=15,
+    };
+    for i in range {
         let Ok(gid) = std::fs::read_to_string(port.join(format!("gids/{i}"))) else { continue };
         let ty = std::fs::read_to_string(port.join(format!("gid_attrs/types/{i}"))).unwrap_or_default();
         match parse_gid(&gid) {
@@ -147,6 +165,8 @@ fn parse_args() -> Result<(Opts, Vec<&'static Scenario>), Start> {
     let mut ibdev = None;
     let mut seed = 1u64;
     let mut iterations = 40u32;
+    let mut gid_index = None;
+    let mut peer_dir = None;
     let mut chosen: Vec<&'static Scenario> = Vec::new();
     let mut args = std::env::args().skip(1);
     // Bounded by the argument list.
@@ -156,6 +176,8 @@ fn parse_args() -> Result<(Opts, Vec<&'static Scenario>), Start> {
         match a.as_str() {
             "--dev" => dev = Some(PathBuf::from(value("--dev")?)),
             "--ibdev" => ibdev = Some(value("--ibdev")?),
+            "--gid-index" => gid_index = Some(value("--gid-index")?.parse().map_err(|e| usage(format!("--gid-index: {e}")))?),
+            "--peer-dir" => peer_dir = Some(PathBuf::from(value("--peer-dir")?)),
             "--seed" => seed = value("--seed")?.parse().map_err(|e| usage(format!("--seed: {e}")))?,
             "--iterations" => {
                 iterations = value("--iterations")?.parse().map_err(|e| usage(format!("--iterations: {e}")))?;
@@ -165,7 +187,7 @@ fn parse_args() -> Result<(Opts, Vec<&'static Scenario>), Start> {
             }
             "-h" | "--help" => return Err(Start::Help),
             "all" => chosen.extend(SCENARIOS.iter()),
-            name => match SCENARIOS.iter().find(|s| s.name == name) {
+            name => match SCENARIOS.iter().chain(PEER_SCENARIOS).find(|s| s.name == name) {
                 Some(s) => chosen.push(s),
                 None => return Err(usage(format!("unknown scenario or option '{name}'"))),
             },
@@ -186,8 +208,8 @@ fn parse_args() -> Result<(Opts, Vec<&'static Scenario>), Start> {
                 .to_string()
         }
     };
-    let (sgid_index, gid) = find_gid(&ibdev).map_err(Start::Device)?;
-    Ok((Opts { dev, ibdev, seed, iterations, gid, sgid_index }, chosen))
+    let (sgid_index, gid) = find_gid(&ibdev, gid_index).map_err(Start::Device)?;
+    Ok((Opts { dev, ibdev, seed, iterations, gid, sgid_index, peer_dir }, chosen))
 }
 
 fn main() -> ExitCode {

@@ -103,6 +103,20 @@ impl Path {
     /// Builds one packet (IP, UDP, BTH and `ext`, `payload_len` bytes that
     /// `fill` writes, pad and ICRC) and sends it.
     fn send(&self, sport: u16, bth: &Bth, ext: &Ext, payload_len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> Result {
+        self.send_icrc(sport, bth, ext, payload_len, fill, false)
+    }
+
+    /// [`Path::send`], with rxe's FLUSH ICRC ([`Icrc::finish_rxe_flush`])
+    /// if `rxe_flush`.
+    fn send_icrc(
+        &self,
+        sport: u16,
+        bth: &Bth,
+        ext: &Ext,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+        rxe_flush: bool,
+    ) -> Result {
         let opcode = Opcode::from_u8(bth.opcode).ok_or(EINVAL)?;
         let roce_len = headers::packet_len(opcode, payload_len).ok_or(EINVAL)?;
         let v6 = self.route.is_ipv6();
@@ -135,7 +149,8 @@ impl Path {
             let mut c = Icrc::new(if v6 { IpHeader::V6(iph) } else { IpHeader::V4(iph) });
             c.update(udph);
             c.update(&roce[..icrc_at]);
-            roce[icrc_at..].copy_from_slice(&c.finish().to_le_bytes());
+            let icrc = if rxe_flush { c.finish_rxe_flush(&roce[..hl]) } else { c.finish() };
+            roce[icrc_at..].copy_from_slice(&icrc.to_le_bytes());
             if v6 {
                 // The ICRC masks the UDP checksum, so it can come last.
                 let sum = ip::udp6_checksum(&self.src, &self.dst, &buf[ip_len..]);
@@ -559,7 +574,11 @@ fn send_flush(
         reth: Some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }),
         ..Ext::default()
     };
-    let _ = path.send(udp::source_port(qp.qp_num(), st.attr.dest_qp_num), &bth, &ext, 0, |_| true);
+    let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
+    let _ = path.send_icrc(sport, &bth, &ext, 0, |_| true, st.flush_icrc_rxe);
+    if st.flush_icrc_rxe {
+        qp.device().data().counters.event(crate::rx::Event::TxFlushIcrcRxe);
+    }
     // One packet: the WQE is wholly sent, as `send_connected` leaves it.
     st.sq_pkt = 0;
     st.npsn = st.npsn.next();
@@ -572,16 +591,30 @@ fn this_dev_credits(qp: &Qp<Roxe>) -> &crate::limits::Credits {
 }
 
 /// Takes `n` read-response credits for a read request, or marks the QP as
-/// waiting for them.
-/// (`held` and `wait` are the QP state's `read_held` and `credit_wait`.)
-fn take_read_credits(qp: &Qp<Roxe>, held: &mut u32, wait: &mut bool, n: u32) -> bool {
-    if this_dev_credits(qp).take(n) {
+/// waiting for them. A QP that holds none and has found the pool short
+/// for [`crate::limits::CREDIT_STARVED_MS`] overdraws it, and keeps doing so
+/// while the pool stays short, so other QPs' reads that never end cannot
+/// starve it.
+/// (`held`, `wait` and `short_since` are the QP state's `read_held`,
+/// `credit_wait` and `credit_short_since`; the caller holds a borrow of
+/// its path.)
+fn take_read_credits(qp: &Qp<Roxe>, held: &mut u32, wait: &mut bool, short_since: &mut Option<i64>, n: u32) -> bool {
+    let pool = this_dev_credits(qp);
+    if pool.take(n) {
         *held += n;
-        true
-    } else {
-        *wait = true;
-        false
+        *short_since = None;
+        return true;
     }
+    let now = kernel::time::Ktime::ktime_get().to_ms();
+    let since = *short_since.get_or_insert(now);
+    if *held == 0 && now - since >= crate::limits::CREDIT_STARVED_MS {
+        pool.overdraw(n);
+        *held += n;
+        qp.device().data().counters.event(crate::rx::Event::ReadCreditOverdraft);
+        return true;
+    }
+    *wait = true;
+    false
 }
 
 /// FETH placement types and selectivity levels (`IB_FLUSH_*`).
@@ -637,7 +670,7 @@ fn send_connected(
         if *budget == 0 || (rc && st.una.distance(st.npsn) >= WINDOW) || read_full {
             return Ok(None);
         }
-        if op == SendOp::RdmaRead && !take_read_credits(qp, &mut st.read_held, &mut st.credit_wait, n.min(READ_WINDOW)) {
+        if op == SendOp::RdmaRead && !take_read_credits(qp, &mut st.read_held, &mut st.credit_wait, &mut st.credit_short_since, n.min(READ_WINDOW)) {
             return Ok(None);
         }
         prepaid = op == SendOp::RdmaRead;
@@ -691,7 +724,7 @@ fn send_connected(
                     *budget += 1;
                     return Ok(None);
                 }
-                if !take_read_credits(qp, &mut st.read_held, &mut st.credit_wait, span) {
+                if !take_read_credits(qp, &mut st.read_held, &mut st.credit_wait, &mut st.credit_short_since, span) {
                     *budget += 1;
                     return Ok(None);
                 }
@@ -1491,6 +1524,13 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         return;
     } else {
         st.retry_left -= 1;
+        // A FLUSH that went unanswered may have met rxe, which drops the
+        // standard ICRC on FLUSH and wants its own: each timeout of a
+        // FLUSH switches between the two, and the QP keeps the last one
+        // for later flushes (Documentation/datapath.md, Flush).
+        if SendOp::from_raw(this.sq.read(st.sq_consumer).opcode) == Some(SendOp::Flush) {
+            st.flush_icrc_rxe = !st.flush_icrc_rxe;
+        }
     }
     st.retrying = true;
     go_back(qp, st);

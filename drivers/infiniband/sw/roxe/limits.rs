@@ -5,7 +5,7 @@
 //! Each is at least what rxe publishes, so that software written against
 //! rxe's limits runs unchanged.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use kernel::error::{code::ENOMEM, Result};
 
 /// Protection domains per device (rxe: 2^20).
@@ -52,27 +52,44 @@ pub(crate) const READ_CREDITS: u32 = 192;
 
 /// A device's pool of read-response credits: taken in whole requests,
 /// given back one response packet at a time or all at once when a QP goes
-/// back, fails or is reset.
-pub(crate) struct Credits(AtomicU32);
+/// back, fails or is reset. A QP that has starved for credits may overdraw
+/// the pool ([`Credits::overdraw`]), so the count can go below zero.
+pub(crate) struct Credits(AtomicI32);
 
 impl Credits {
     /// A pool of `n` credits.
     pub(crate) const fn new(n: u32) -> Self {
-        Self(AtomicU32::new(n))
+        // CAST: READ_CREDITS is small.
+        Self(AtomicI32::new(n as i32))
     }
 
     /// Takes `n` credits, or none if fewer are left.
     pub(crate) fn take(&self, n: u32) -> bool {
-        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(n)).is_ok()
+        let Ok(n) = i32::try_from(n) else { return false };
+        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| if c >= n { Some(c - n) } else { None }).is_ok()
     }
 
-    /// Gives back `n` credits taken by [`Credits::take`].
+    /// Takes `n` credits whether or not they are there. The overdraft is
+    /// bounded: only a QP holding none may overdraw, by one read request
+    /// (`READ_WINDOW` packets) at a time.
+    pub(crate) fn overdraw(&self, n: u32) {
+        self.0.fetch_sub(i32::try_from(n).unwrap_or(i32::MAX), Ordering::AcqRel);
+    }
+
+    /// Gives back `n` credits taken by [`Credits::take`] or
+    /// [`Credits::overdraw`].
     pub(crate) fn give_back(&self, n: u32) {
         if n != 0 {
-            self.0.fetch_add(n, Ordering::AcqRel);
+            self.0.fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Ordering::AcqRel);
         }
     }
 }
+
+/// How long a read may wait for credits, holding none, before it overdraws
+/// the pool: other QPs' reads hold it, perhaps to peers that never answer
+/// and with retransmission timeouts of hours. Far longer than a burst takes
+/// to drain, so it only matters when a QP hogs the pool.
+pub(crate) const CREDIT_STARVED_MS: i64 = 200;
 
 /// A count of live objects of one kind, bounded by a published limit.
 pub(crate) struct Budget {

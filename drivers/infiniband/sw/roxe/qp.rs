@@ -124,6 +124,13 @@ pub(crate) struct QpState {
     pub(crate) read_held: u32,
     /// Requester: a read waits for the device's credits; the timer polls.
     pub(crate) credit_wait: bool,
+    /// Requester: when (monotonic ms) a read of this QP last found the
+    /// pool short with a normal take since; a read that has starved
+    /// [`crate::limits::CREDIT_STARVED_MS`] overdraws it.
+    pub(crate) credit_short_since: Option<i64>,
+    /// Requester: FLUSH packets carry rxe's ICRC rather than the standard
+    /// one (switched by FLUSH timeouts).
+    pub(crate) flush_icrc_rxe: bool,
     /// The port's netdev, which datagrams are routed out of; taken on each
     /// modify, where the core's lookup may run (never under this lock).
     pub(crate) ndev: Option<ARef<NetDevice>>,
@@ -174,6 +181,7 @@ impl QpState {
         self.sq_pkt = 0;
         self.una = self.npsn;
         self.kick = false;
+        self.credit_short_since = None;
         self.sq_checked = 0;
         self.read_next = 0;
         self.sq_blocked = None;
@@ -337,6 +345,8 @@ pub(crate) fn create(
         retrying: false,
         read_held: 0,
         credit_wait: false,
+        credit_short_since: None,
+        flush_icrc_rxe: false,
         ndev: None,
         path: None,
         epsn: Psn::ZERO,
@@ -533,6 +543,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             st.release_reads(&qp.device().data().read_credits);
             st.reset_progress();
             st.path = None;
+            st.flush_icrc_rxe = false;
             st.npsn = Psn::ZERO;
             st.una = Psn::ZERO;
             st.epsn = Psn::ZERO;
@@ -746,7 +757,13 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
     let this = qp.data();
     // The common `IB_WR_*` opcodes have the `IBV_WR_*` numbers, and so
     // does roxe's `IB_WR_REG_MR`. Kernel consumers have no bind verb.
-    let Some(op) = SendOp::from_raw(wr.opcode).filter(|o| *o != SendOp::BindMw) else {
+    // `IB_WR_FLUSH` and `IB_WR_ATOMIC_WRITE` have no kernel calling
+    // convention in Linux 6.12 (no work-request container; `ib_send_wr` has
+    // no place for a flush's placement type and level; no in-tree caller),
+    // so they are refused rather than guessed at.
+    let Some(op) = SendOp::from_raw(wr.opcode)
+        .filter(|o| !matches!(o, SendOp::BindMw | SendOp::Flush | SendOp::AtomicWrite))
+    else {
         return Err(eopnotsupp());
     };
     let sges = wr.sges();

@@ -30,9 +30,16 @@ pub(crate) enum Event {
     RxBadIp,
     /// Packets the kernel could not make linear.
     RxNoMemory,
+    /// Read requests sent on overdrawn read-response credits, by QPs that
+    /// starved for them (`limits::CREDIT_STARVED_MS`).
+    ReadCreditOverdraft,
+    /// RC FLUSH requests taken with rxe's ICRC (`Icrc::finish_rxe_flush`).
+    RxFlushIcrcRxe,
+    /// RC FLUSH requests sent with rxe's ICRC.
+    TxFlushIcrcRxe,
 }
 
-const EVENTS: usize = 5;
+const EVENTS: usize = 8;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = datapath::Drop::ALL.len();
 /// How many counters a device has.
@@ -46,6 +53,9 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_drop_unknown_qp"),
     c_str!("rx_drop_ip"),
     c_str!("rx_drop_nomem"),
+    c_str!("read_credit_overdraft"),
+    c_str!("rx_flush_icrc_rxe"),
+    c_str!("tx_flush_icrc_rxe"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),
@@ -180,8 +190,15 @@ impl Receive for Rx {
         let mut crc = Icrc::new(if v6 { IpHeader::V6(ip_hdr) } else { IpHeader::V4(ip_hdr) });
         crc.update(&lin.udp[..body]);
         if crc.finish() != pkt.icrc {
-            c.event(Event::RxBadIcrc);
-            return;
+            // rxe's FLUSH carries an ICRC of its own making; take that too,
+            // for FLUSH only.
+            let rxe_flush = pkt.opcode == crate::proto::opcode::Opcode::RcFlush
+                && roce.get(..pkt.opcode.header_len()).is_some_and(|h| crc.finish_rxe_flush(h) == pkt.icrc);
+            if !rxe_flush {
+                c.event(Event::RxBadIcrc);
+                return;
+            }
+            c.event(Event::RxFlushIcrcRxe);
         }
         let meta = Meta { ip: ip_hdr };
         let res = if pkt.bth.dest_qpn == crate::mcast::MULTICAST_QPN {

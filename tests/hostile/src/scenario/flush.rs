@@ -28,7 +28,7 @@ use roxe_uapi::Sge;
 use std::time::Duration;
 
 /// `enum ibv_access_flags`.
-mod access {
+pub(super) mod access {
     pub const LOCAL_WRITE: u32 = 1 << 0;
     pub const REMOTE_WRITE: u32 = 1 << 1;
     pub const REMOTE_READ: u32 = 1 << 2;
@@ -37,11 +37,11 @@ mod access {
 }
 
 /// Placement types (`IBV_FLUSH_GLOBAL`, `IBV_FLUSH_PERSISTENT`).
-const GLOBAL: u8 = 1;
-const PERSISTENT: u8 = 2;
+pub(super) const GLOBAL: u8 = 1;
+pub(super) const PERSISTENT: u8 = 2;
 /// Selectivity levels (`IBV_FLUSH_RANGE`, `IBV_FLUSH_MR`).
-const RANGE: u8 = 0;
-const WHOLE_MR: u8 = 1;
+pub(super) const RANGE: u8 = 0;
+pub(super) const WHOLE_MR: u8 = 1;
 
 /// The bytes each RDMA WRITE carries. A write to offset `o` of the first
 /// page takes its bytes from offset `o` of the second.
@@ -65,7 +65,7 @@ struct Target {
 }
 
 /// A signaled FLUSH of `len` bytes at `addr` through `rkey`.
-fn flush(wr_id: u64, rkey: u32, addr: u64, len: u64, placement: u8, level: u8) -> SendWqe {
+pub(super) fn flush(wr_id: u64, rkey: u32, addr: u64, len: u64, placement: u8, level: u8) -> SendWqe {
     SendWqe {
         wr_id,
         opcode: wr::FLUSH,
@@ -84,7 +84,7 @@ fn flush_dst(t: &Target, wr_id: u64, dst: u64) -> SendWqe {
 }
 
 /// A signaled RDMA WRITE of nothing: the WQE behind a failing flush.
-fn empty_write(wr_id: u64) -> SendWqe {
+pub(super) fn empty_write(wr_id: u64) -> SendWqe {
     SendWqe { opcode: wr::RDMA_WRITE, ..send(wr_id) }
 }
 

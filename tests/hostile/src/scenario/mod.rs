@@ -7,9 +7,11 @@ pub mod big_flush;
 pub mod bad_wqe;
 pub mod cq_garbage;
 pub mod flush;
+pub mod flush_peer;
 pub mod mmap;
 pub mod notify;
 pub mod random_wqe;
+pub mod read_hog;
 pub mod rq_garbage;
 pub mod sq_producer;
 pub mod srq_resize;
@@ -71,6 +73,8 @@ pub struct Opts {
     /// The source GID (and, looped back, the destination GID) for RC/UC paths.
     pub gid: [u8; 16],
     pub sgid_index: u8,
+    /// Where scenarios with a peer in another guest exchange files.
+    pub peer_dir: Option<PathBuf>,
 }
 
 /// What a scenario works with.
@@ -403,6 +407,12 @@ pub fn require_doorbell(fx: &Fx, r: &mut Report, cq: &Cq) -> Result<(), Fail> {
         )),
         other => Err(Fail(format!("the doorbell on a QP in RESET returned {other:?}, expected EINVAL"))),
     }
+}
+
+/// Port 1's counter `name` (`hw_counters`), if the device has it.
+pub fn hw_counter(ibdev: &str, name: &str) -> Option<u64> {
+    let p = std::path::Path::new("/sys/class/infiniband").join(ibdev).join("ports/1/hw_counters").join(name);
+    std::fs::read_to_string(p).ok()?.trim().parse().ok()
 }
 
 /// Checks the QP's state with `QUERY_QP`.
