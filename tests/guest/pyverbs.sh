@@ -55,6 +55,10 @@ srq_resize() {
 		timeout 300 python3 "$ROXE_ROOT/tests/guest/rnr.py" "$1" "$gid"
 	cat /tmp/check.out
 }
+# A few 2 MiB huge pages, so the suite's huge-page tests run rather than
+# skip (test_parent_domain's test_huge_page_traffic; ODP ones skip later).
+echo 8 >/proc/sys/vm/nr_hugepages
+check "8 huge pages of 2 MiB" grep -q '^HugePages_Total: *8$' /proc/meminfo
 check "load rxe" modprobe rdma_rxe
 check "rxe0 on $ROXE_IF" rdma link add rxe0 type rxe netdev "$ROXE_IF"
 run_suite rxe0

@@ -15,6 +15,8 @@ impl Errno {
     pub const EIO: Self = Self(5);
     /// Out of memory.
     pub const ENOMEM: Self = Self(12);
+    /// Busy: a PD that parent domains still stand for.
+    pub const EBUSY: Self = Self(16);
     /// Invalid argument.
     pub const EINVAL: Self = Self(22);
     /// Protocol error: the kernel's response does not follow roxe's ABI.
@@ -50,6 +52,7 @@ mod tests {
             (Errno::ENOENT, "No such file or directory"),
             (Errno::EIO, "Input/output error"),
             (Errno::ENOMEM, "Cannot allocate memory"),
+            (Errno::EBUSY, "Device or resource busy"),
             (Errno::EINVAL, "Invalid argument"),
             (Errno::EPROTO, "Protocol error"),
             (Errno::EOPNOTSUPP, "Operation not supported"),

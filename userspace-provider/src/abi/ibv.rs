@@ -493,6 +493,28 @@ pub const CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
 /// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`.
 pub const CREATE_CQ_ATTR_IGNORE_OVERRUN: u32 = 1 << 1;
 
+/// `struct ibv_parent_domain_init_attr`.
+#[repr(C)]
+pub struct ParentDomainInitAttr {
+    /// `pd`: the protection domain the parent domain stands for.
+    pub pd: *mut Pd,
+    /// `td`: a thread domain, or NULL.
+    pub td: *mut c_void,
+    /// `comp_mask`: `IBV_PARENT_DOMAIN_INIT_ATTR_*` bits.
+    pub comp_mask: u32,
+    /// `alloc`: the application's allocator for provider buffers.
+    pub alloc: OpaqueFn,
+    /// `free`: its counterpart.
+    pub free: OpaqueFn,
+    /// `pd_context`: passed to `alloc` and `free`.
+    pub pd_context: *mut c_void,
+}
+
+/// `IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS`.
+pub const PARENT_DOMAIN_INIT_ATTR_ALLOCATORS: u32 = 1 << 0;
+/// `IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT`.
+pub const PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT: u32 = 1 << 1;
+
 /// `struct ibv_pd`.
 #[repr(C)]
 pub struct Pd {

@@ -256,6 +256,14 @@ fn ibv_layouts() {
         context: 0,
         handle: 8,
     });
+    assert_layout!(errs, ibv::ParentDomainInitAttr, size 48, align 8 {
+        pd: 0,
+        td: 8,
+        comp_mask: 16,
+        alloc: 24,
+        free: 32,
+        pd_context: 40,
+    });
     assert_layout!(errs, ibv::Mr, size 48, align 8 {
         context: 0,
         pd: 8,

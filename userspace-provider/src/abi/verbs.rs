@@ -189,8 +189,9 @@ context_ops! {
     alloc_mw: Option<unsafe extern "C" fn(pd: *mut ibv::Pd, mw_type: ibv::MwType) -> *mut ibv::Mw>,
     /// `alloc_null_mr`.
     alloc_null_mr: OpaqueFn,
-    /// `alloc_parent_domain`.
-    alloc_parent_domain: OpaqueFn,
+    /// `alloc_parent_domain`: returns NULL with `errno` set on failure.
+    alloc_parent_domain:
+        Option<unsafe extern "C" fn(context: *mut ibv::Context, attr: *mut ibv::ParentDomainInitAttr) -> *mut ibv::Pd>,
     /// `alloc_pd`: returns NULL with `errno` set on failure.
     alloc_pd: Option<unsafe extern "C" fn(context: *mut ibv::Context) -> *mut ibv::Pd>,
     /// `alloc_td`.

@@ -231,7 +231,8 @@ pub(super) unsafe extern "C" fn create_cq(
 ///
 /// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for completion
 /// fields or creation flags roxe does not support (see
-/// [`check_init_attr`]). libibverbs runs `verbs_init_cq` on the result.
+/// [`check_init_attr`]), `EINVAL` for a `parent_domain` that is not one.
+/// libibverbs runs `verbs_init_cq` on the result.
 ///
 /// # Safety
 ///
@@ -250,6 +251,14 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     let wc_flags = attr.wc_flags;
     if let Err(err) = check_init_attr(wc_flags, attr.comp_mask, attr.flags) {
         set_errno(err);
+        return ptr::null_mut();
+    }
+    // A CQ has no PD; a parent domain given to it only carries allocators,
+    // which roxe's kernel-allocated ring does not use. It must be one.
+    // SAFETY: `parent_domain` is NULL or a live PD of some provider, as
+    // libibverbs hands it on from the application.
+    if attr.comp_mask & ibv::CQ_INIT_ATTR_MASK_PD != 0 && !unsafe { super::pd::is_parent_domain(attr.parent_domain, context) } {
+        set_errno(Errno::EINVAL);
         return ptr::null_mut();
     }
     let Some(cq) = try_box(Cq::new()) else {

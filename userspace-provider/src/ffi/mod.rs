@@ -275,6 +275,7 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
     alloc_pd: Some(pd::alloc_pd),
+    alloc_parent_domain: Some(pd::alloc_parent_domain),
     dealloc_pd: Some(pd::dealloc_pd),
     reg_mr: Some(pd::reg_mr),
     rereg_mr: Some(pd::rereg_mr),

@@ -3,15 +3,27 @@
 //! Protection domains and memory regions: thin wrappers around the
 //! libibverbs commands, with no driver data in either direction.
 //!
-//! The objects are libibverbs' own `ibv_pd` and `verbs_mr`; roxe keeps no
-//! state of its own for them. Every PD and MR that reaches these ops was made
-//! here: roxe implements no other way to make one (`import_pd`,
-//! `alloc_parent_domain`, `alloc_null_mr`, `reg_dmabuf_mr` and friends stay
-//! libibverbs' `EOPNOTSUPP` dummies).
+//! A PD is libibverbs' `ibv_pd` at the start of a [`RoxePd`], which also
+//! says whether it is a parent domain; MRs are libibverbs' own `verbs_mr`.
+//! Every PD and MR that reaches these ops was made here: roxe implements no
+//! other way to make one (`import_pd`, `alloc_null_mr`, `reg_dmabuf_mr` and
+//! friends stay libibverbs' `EOPNOTSUPP` dummies).
+//!
+//! A parent domain (`ibv_alloc_parent_domain`) carries its protection
+//! domain's kernel handle, so every command that names it (QP, SRQ, MR, MW,
+//! AH) reaches the kernel as that PD. roxe's rings are memory the kernel
+//! allocates and maps, so the application's allocators, which other
+//! providers use for their queue buffers, have nothing to allocate here and
+//! are not called. There are no thread domains (`alloc_td` stays the
+//! dummy), so a parent domain is refused one. A PD is busy while parent
+//! domains stand for it; a parent domain itself is not counted against the
+//! objects created through it (their `pd` points at it), so, as the verbs
+//! say of any PD, it must outlive them.
 
 use core::ffi::{c_int, c_void};
 use core::mem::size_of_val;
 use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::{
     cmd_result, drop_box, errno_ret, ibv_cmd_alloc_pd, ibv_cmd_dealloc_pd, ibv_cmd_dereg_mr,
@@ -19,6 +31,20 @@ use super::{
 };
 use crate::abi::{ibv, uverbs, verbs};
 use crate::errno::Errno;
+
+/// A PD or a parent domain: what [`alloc_pd`] and [`alloc_parent_domain`]
+/// return a pointer to the start of.
+#[repr(C)]
+struct RoxePd {
+    /// libibverbs' part; first, so a `*mut ibv::Pd` of roxe's is a
+    /// `*mut RoxePd`.
+    pd: ibv::Pd,
+    /// For a parent domain, its protection domain; NULL for a PD.
+    protection: *mut RoxePd,
+    /// For a PD, the parent domains standing for it: it cannot be
+    /// deallocated while they exist.
+    parents: AtomicU32,
+}
 
 /// `verbs_context_ops.alloc_pd`.
 ///
@@ -29,54 +55,139 @@ use crate::errno::Errno;
 ///
 /// `context` is an open roxe context.
 pub(super) unsafe extern "C" fn alloc_pd(context: *mut ibv::Context) -> *mut ibv::Pd {
-    let Some(pd) = try_box(ibv::Pd::ZERO) else {
+    let Some(rpd) = try_box(RoxePd { pd: ibv::Pd::ZERO, protection: ptr::null_mut(), parents: AtomicU32::new(0) }) else {
         set_errno(Errno::ENOMEM);
         return ptr::null_mut();
     };
+    let pd: *mut ibv::Pd = rpd.as_ptr().cast();
     let mut cmd = ibv::AllocPd::default();
     let mut resp = uverbs::AllocPdResp::default();
-    // SAFETY: `context` is open per the contract; `pd` is a live `ibv_pd`;
-    // `cmd` and `resp` are writable for exactly the sizes passed, which are
-    // the core sizes, so there is no driver data either way.
+    // SAFETY: `context` is open per the contract; `pd` is a live `ibv_pd`
+    // (the first field of a `#[repr(C)]` `RoxePd`); `cmd` and `resp` are
+    // writable for exactly the sizes passed, which are the core sizes, so
+    // there is no driver data either way.
     let ret = unsafe {
-        ibv_cmd_alloc_pd(
-            context,
-            pd.as_ptr(),
-            &raw mut cmd,
-            size_of_val(&cmd),
-            &raw mut resp,
-            size_of_val(&resp),
-        )
+        ibv_cmd_alloc_pd(context, pd, &raw mut cmd, size_of_val(&cmd), &raw mut resp, size_of_val(&resp))
     };
     if let Err(err) = cmd_result(ret) {
-        // SAFETY: `pd` came from `try_box` and was never published.
-        unsafe { drop_box(pd) };
+        // SAFETY: `rpd` came from `try_box` and was never published.
+        unsafe { drop_box(rpd) };
         set_errno(err);
         return ptr::null_mut();
     }
-    pd.as_ptr()
+    pd
 }
 
-/// `verbs_context_ops.dealloc_pd`: returns 0 or a positive errno, which
-/// `ibv_dealloc_pd` returns unchanged. On failure the PD stays valid.
+/// `verbs_context_ops.alloc_parent_domain`.
+///
+/// Returns NULL with `errno` set on failure: `EINVAL` without a PD of this
+/// context, with a thread domain or with unknown `comp_mask` bits. The
+/// allocators and `pd_context` are accepted and not used (see the module
+/// comment).
 ///
 /// # Safety
 ///
-/// `pd` was returned by [`alloc_pd`] and is not deallocated yet; the caller
-/// does not use it after a successful call.
+/// `context` is an open roxe context; `attr` is NULL or points to a
+/// readable `ibv_parent_domain_init_attr` whose `pd` is NULL or a live PD
+/// of a roxe context.
+pub(super) unsafe extern "C" fn alloc_parent_domain(
+    context: *mut ibv::Context,
+    attr: *mut ibv::ParentDomainInitAttr,
+) -> *mut ibv::Pd {
+    // SAFETY: NULL or readable per the contract.
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    };
+    let known = ibv::PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | ibv::PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+    if !a.td.is_null() || a.comp_mask & !known != 0 {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    }
+    // SAFETY: `a.pd` is NULL or a live roxe PD per the contract.
+    if !unsafe { is_pd_of(a.pd, context) } {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    }
+    let protection: *mut RoxePd = a.pd.cast();
+    // SAFETY: A PD of this context is one of roxe's, so the start of a
+    // live `RoxePd`.
+    let prot = unsafe { &*protection };
+    // A parent domain of a parent domain is refused.
+    if !prot.protection.is_null() {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    }
+    // Counted first, so a `dealloc_pd` racing with this call sees the PD
+    // busy rather than freeing it under the new parent domain.
+    prot.parents.fetch_add(1, Ordering::AcqRel);
+    let parent = RoxePd { pd: ibv::Pd { context, handle: prot.pd.handle }, protection, parents: AtomicU32::new(0) };
+    let Some(rpd) = try_box(parent) else {
+        prot.parents.fetch_sub(1, Ordering::AcqRel);
+        set_errno(Errno::ENOMEM);
+        return ptr::null_mut();
+    };
+    rpd.as_ptr().cast()
+}
+
+/// Whether `pd` is a PD (or parent domain) of `context`, read through its
+/// `ibv_pd` part only, which every provider's PD starts with.
+///
+/// # Safety
+///
+/// `pd` is NULL or points to a live `ibv_pd`.
+unsafe fn is_pd_of(pd: *mut ibv::Pd, context: *mut ibv::Context) -> bool {
+    // SAFETY: NULL or a live `ibv_pd` per the contract.
+    unsafe { pd.as_ref() }.is_some_and(|p| p.context == context)
+}
+
+/// `verbs_context_ops.dealloc_pd`: returns 0 or a positive errno, which
+/// `ibv_dealloc_pd` returns unchanged. On failure the PD stays valid. A PD
+/// with parent domains is busy (`EBUSY`); a parent domain is only freed.
+///
+/// # Safety
+///
+/// `pd` was returned by [`alloc_pd`] or [`alloc_parent_domain`] and is not
+/// deallocated yet; the caller does not use it after a successful call.
 pub(super) unsafe extern "C" fn dealloc_pd(pd: *mut ibv::Pd) -> c_int {
-    let Some(pd) = NonNull::new(pd) else {
+    let Some(rpd) = NonNull::new(pd.cast::<RoxePd>()) else {
         return Errno::EINVAL.get();
     };
+    // SAFETY: `pd` is the start of a live `RoxePd` per the contract.
+    let (protection, parents) = unsafe { (rpd.as_ref().protection, rpd.as_ref().parents.load(Ordering::Acquire)) };
+    if !protection.is_null() {
+        // SAFETY: A PD outlives its parent domains (it is busy until they
+        // are gone), so `protection` is live.
+        unsafe { (*protection).parents.fetch_sub(1, Ordering::AcqRel) };
+        // SAFETY: `rpd` came from `try_box` in `alloc_parent_domain`; the
+        // caller no longer uses it.
+        unsafe { drop_box(rpd) };
+        return 0;
+    }
+    if parents != 0 {
+        return Errno::EBUSY.get();
+    }
     // SAFETY: `pd` is a live PD of an open context per the contract.
-    let ret = unsafe { ibv_cmd_dealloc_pd(pd.as_ptr()) };
+    let ret = unsafe { ibv_cmd_dealloc_pd(pd) };
     if let Err(err) = cmd_result(ret) {
         return err.get();
     }
-    // SAFETY: `pd` came from `try_box` in `alloc_pd`; the kernel object is
+    // SAFETY: `rpd` came from `try_box` in `alloc_pd`; the kernel object is
     // gone and the caller no longer uses it.
-    unsafe { drop_box(pd) };
+    unsafe { drop_box(rpd) };
     0
+}
+
+/// Whether `pd` is a parent domain of `context`.
+///
+/// # Safety
+///
+/// `pd` is NULL or a live PD, of any provider.
+pub(super) unsafe fn is_parent_domain(pd: *mut ibv::Pd, context: *mut ibv::Context) -> bool {
+    // SAFETY: NULL or a live PD per the contract; a PD of `context` is one
+    // of roxe's, so the start of a `RoxePd`, and only then are the fields
+    // past the `ibv_pd` read.
+    unsafe { is_pd_of(pd, context) && !(*pd.cast::<RoxePd>()).protection.is_null() }
 }
 
 /// `verbs_context_ops.reg_mr`.

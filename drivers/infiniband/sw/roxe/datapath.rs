@@ -607,8 +607,7 @@ fn take_read_credits(qp: &Qp<Roxe>, held: &mut u32, wait: &mut bool, short_since
     }
     let now = kernel::time::Ktime::ktime_get().to_ms();
     let since = *short_since.get_or_insert(now);
-    if *held == 0 && now - since >= crate::limits::CREDIT_STARVED_MS {
-        pool.overdraw(n);
+    if *held == 0 && now - since >= crate::limits::CREDIT_STARVED_MS && pool.overdraw(n) {
         *held += n;
         qp.device().data().counters.event(crate::rx::Event::ReadCreditOverdraft);
         return true;
@@ -1334,6 +1333,10 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         st.read_next += 1;
         st.una = psn.next();
         progress(st);
+        if op == SendOp::Flush {
+            // The peer takes this QP's FLUSH ICRC: keep it.
+            st.flush_icrc_known = true;
+        }
         if op == SendOp::RdmaRead && st.read_held != 0 {
             st.read_held -= 1;
             this_dev_credits(qp).give_back(1);
@@ -1525,10 +1528,10 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
     } else {
         st.retry_left -= 1;
         // A FLUSH that went unanswered may have met rxe, which drops the
-        // standard ICRC on FLUSH and wants its own: each timeout of a
-        // FLUSH switches between the two, and the QP keeps the last one
-        // for later flushes (Documentation/datapath.md, Flush).
-        if SendOp::from_raw(this.sq.read(st.sq_consumer).opcode) == Some(SendOp::Flush) {
+        // standard ICRC on FLUSH and wants its own: until a FLUSH of this
+        // QP is answered, each timeout of one switches between the two
+        // (Documentation/datapath.md, Flush).
+        if !st.flush_icrc_known && SendOp::from_raw(this.sq.read(st.sq_consumer).opcode) == Some(SendOp::Flush) {
             st.flush_icrc_rxe = !st.flush_icrc_rxe;
         }
     }

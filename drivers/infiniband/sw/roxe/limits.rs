@@ -69,11 +69,15 @@ impl Credits {
         self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| if c >= n { Some(c - n) } else { None }).is_ok()
     }
 
-    /// Takes `n` credits whether or not they are there. The overdraft is
-    /// bounded: only a QP holding none may overdraw, by one read request
-    /// (`READ_WINDOW` packets) at a time.
-    pub(crate) fn overdraw(&self, n: u32) {
-        self.0.fetch_sub(i32::try_from(n).unwrap_or(i32::MAX), Ordering::AcqRel);
+    /// Takes `n` credits that may not be there, down to a pool of
+    /// `-READ_CREDITS` at most (all QPs together), or none. Only a QP
+    /// holding none overdraws, by one read request (`READ_WINDOW` packets)
+    /// at a time.
+    pub(crate) fn overdraw(&self, n: u32) -> bool {
+        let Ok(n) = i32::try_from(n) else { return false };
+        // CAST: READ_CREDITS is small.
+        let floor = -(READ_CREDITS as i32);
+        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(n).filter(|r| *r >= floor)).is_ok()
     }
 
     /// Gives back `n` credits taken by [`Credits::take`] or
@@ -86,9 +90,10 @@ impl Credits {
 }
 
 /// How long a read may wait for credits, holding none, before it overdraws
-/// the pool: other QPs' reads hold it, perhaps to peers that never answer
-/// and with retransmission timeouts of hours. Far longer than a burst takes
-/// to drain, so it only matters when a QP hogs the pool.
+/// the pool: other QPs' reads hold it, perhaps to peers that never answer,
+/// for up to `retry_cnt + 1` timeouts of a minute each (forever with
+/// `timeout` 0). Far longer than a burst takes to drain, so it only matters
+/// when QPs hog the pool.
 pub(crate) const CREDIT_STARVED_MS: i64 = 200;
 
 /// A count of live objects of one kind, bounded by a published limit.

@@ -129,8 +129,11 @@ pub(crate) struct QpState {
     /// [`crate::limits::CREDIT_STARVED_MS`] overdraws it.
     pub(crate) credit_short_since: Option<i64>,
     /// Requester: FLUSH packets carry rxe's ICRC rather than the standard
-    /// one (switched by FLUSH timeouts).
+    /// one (switched by FLUSH timeouts until `flush_icrc_known`).
     pub(crate) flush_icrc_rxe: bool,
+    /// Requester: a FLUSH of this QP was answered, so the peer takes the
+    /// ICRC `flush_icrc_rxe` chooses.
+    pub(crate) flush_icrc_known: bool,
     /// The port's netdev, which datagrams are routed out of; taken on each
     /// modify, where the core's lookup may run (never under this lock).
     pub(crate) ndev: Option<ARef<NetDevice>>,
@@ -347,6 +350,7 @@ pub(crate) fn create(
         credit_wait: false,
         credit_short_since: None,
         flush_icrc_rxe: false,
+        flush_icrc_known: false,
         ndev: None,
         path: None,
         epsn: Psn::ZERO,
@@ -544,6 +548,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             st.reset_progress();
             st.path = None;
             st.flush_icrc_rxe = false;
+            st.flush_icrc_known = false;
             st.npsn = Psn::ZERO;
             st.una = Psn::ZERO;
             st.epsn = Psn::ZERO;

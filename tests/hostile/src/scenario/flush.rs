@@ -354,6 +354,12 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     expect_state(&fx, c.r, "after the successful flushes", &q, state::RTS);
     c.r.ok("DESTROY_QP", fx.destroy_qp(q));
 
+    // rxe's FLUSH ICRC (Documentation/datapath.md): a FLUSH that times out
+    // goes again with rxe's ICRC, which roxe's responder takes too. The
+    // responder QP stays in INIT (dropping the first try) until after the
+    // first send; the retry (timeout 16: 268 ms) finds it in RTR.
+    rxe_icrc(c, &fx, &cq, &cq_ring, &t)?;
+
     // 4-9. Flushes that fail, each on a fresh QP since the QP ends in ERR.
     for case in CASES {
         let n = case.name;
@@ -383,5 +389,50 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     c.r.ok("munmap of the buffer", buf.unmap());
     c.r.ok("DESTROY_CQ", fx.destroy_cq(cq, cq_ring));
     c.r.ok("DEALLOC_PD", v.dealloc_pd(fx.pd));
+    Ok(())
+}
+
+/// A FLUSH from QP `a` to QP `b`, whose first try `b` drops (it is still in
+/// INIT), completes by its retry with rxe's ICRC; the next FLUSH of `a`
+/// keeps that ICRC. Both sides' counters show it.
+fn rxe_icrc(c: &mut Ctx<'_>, fx: &Fx, cq: &Cq, cq_ring: &CqRing, t: &Target) -> Result<(), Fail> {
+    let v = &fx.v;
+    let ibdev = c.opts.ibdev.clone();
+    let counters = || (hw_counter(&ibdev, "tx_flush_icrc_rxe"), hw_counter(&ibdev, "rx_flush_icrc_rxe"));
+    let a = fx.qp(QpSpec::new(QpType::Rc, cq, cq))?;
+    let b = fx.qp(QpSpec::new(QpType::Rc, cq, cq))?;
+    fx.modify(&a, state::INIT).step("MODIFY_QP of the requester to INIT")?;
+    fx.modify(&b, state::INIT).step("MODIFY_QP of the responder to INIT")?;
+    let rts = fx.attrs(&a.qp, a.ty, state::RTS);
+    let rtr_a = Modify { dest_qp_num: b.qp.qpn, rq_psn: rts.sq_psn, ..fx.attrs(&a.qp, a.ty, state::RTR) };
+    v.modify_qp(a.qp.handle, &rtr_a).step("MODIFY_QP of the requester to RTR")?;
+    v.modify_qp(a.qp.handle, &Modify { timeout: 16, ..rts }).step("MODIFY_QP of the requester to RTS, timeout 16")?;
+    let before = counters();
+    post_send(&a.sq, &flush_dst(t, 0xf1c1, DST[0]));
+    c.r.ok("a FLUSH to a QP still in INIT: the doorbell", v.doorbell(a.qp.handle));
+    std::thread::sleep(Duration::from_millis(80));
+    let rtr_b = Modify { dest_qp_num: a.qp.qpn, rq_psn: rts.sq_psn, ..fx.attrs(&b.qp, b.ty, state::RTR) };
+    c.r.ok("the responder moves to RTR before the retry", v.modify_qp(b.qp.handle, &rtr_b));
+    let got = cq_ring.collect(1, WAIT);
+    expect_cqes(c.r, "the FLUSH completes by its retry", &got, &[(0xf1c1, wc::SUCCESS)], a.qp.qpn);
+    let retried = counters();
+    post_send(&a.sq, &flush_dst(t, 0xf1c2, DST[1]));
+    c.r.ok("a second FLUSH: the doorbell", v.doorbell(a.qp.handle));
+    let got = cq_ring.collect(1, WAIT);
+    expect_cqes(c.r, "the second FLUSH completes", &got, &[(0xf1c2, wc::SUCCESS)], a.qp.qpn);
+    let after = counters();
+    let rise = |x: Option<u64>, y: Option<u64>| y.zip(x).map(|(y, x)| y.saturating_sub(x));
+    c.r.eq(
+        "the retry went with rxe's ICRC and was taken (tx_flush_icrc_rxe, rx_flush_icrc_rxe rose by 1)",
+        (rise(before.0, retried.0), rise(before.1, retried.1)),
+        (Some(1), Some(1)),
+    );
+    c.r.eq(
+        "the second FLUSH kept rxe's ICRC (both rose by 1 more)",
+        (rise(retried.0, after.0), rise(retried.1, after.1)),
+        (Some(1), Some(1)),
+    );
+    c.r.ok("DESTROY_QP of the requester", fx.destroy_qp(a));
+    c.r.ok("DESTROY_QP of the responder", fx.destroy_qp(b));
     Ok(())
 }

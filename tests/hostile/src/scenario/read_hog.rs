@@ -4,13 +4,15 @@
 //! (`limits::READ_CREDITS`): a read request takes one per response packet it
 //! asks for, and the responses give them back. Here "hog" QPs send reads to
 //! a QP that stays in RESET, so no answer comes, with the longest
-//! retransmission timeout (`timeout` 31: over two hours per try). Their read
-//! sizes halve from 128 packets down to one, so together they take every
-//! credit of any pool up to 255. A read from a fresh QP connected to itself
-//! must still complete: after 200 ms without credits (`CREDIT_STARVED_MS`)
-//! it overdraws the pool, which the `read_credit_overdraft` counter shows.
-//! Once the hogs are destroyed the pool is whole again: a read of 128
-//! packets completes without another overdraft.
+//! retransmission timeout (`timeout` 31, which roxe caps at a minute per
+//! try). Their read sizes halve from 128 packets down to one, so together
+//! they take every credit of any pool up to 255 (the smaller ones starve
+//! and overdraw too). Once they have, a read from a fresh QP connected to
+//! itself must still complete: after 200 ms without credits
+//! (`CREDIT_STARVED_MS`) it overdraws the pool, which the
+//! `read_credit_overdraft` counter shows. Once the hogs are destroyed the
+//! pool is whole again: a 128- and a 64-packet read on two QPs at once
+//! complete without another overdraft.
 
 use super::*;
 use crate::abi;
@@ -45,8 +47,7 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     // LOCAL_WRITE | REMOTE_READ
     let mr = v.reg_mr(fx.pd, buf.addr(), len, buf.addr(), 1 | 4, &[]).step("REG_MR")?;
     let key = (mr.lkey, mr.rkey);
-    let before = overdrafts(&c.opts.ibdev);
-    c.r.check(before.is_some(), "the port has the read_credit_overdraft counter");
+    c.r.check(overdrafts(&c.opts.ibdev).is_some(), "the port has the read_credit_overdraft counter");
 
     // The hogs' reads go to a QP that never leaves RESET.
     let sink = fx.qp(QpSpec::new(QpType::Rc, &cq, &cq))?;
@@ -66,6 +67,10 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
         pkts /= 2;
     }
     c.r.info(format!("{} hogs wait for answers that never come", hogs.len()));
+    // The smaller hogs starve and overdraw too; let them, so that the
+    // counter below moves for the victim alone.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let before = overdrafts(&c.opts.ibdev);
 
     let q = fx.loopback(QpSpec::new(QpType::Rc, &cq, &cq))?;
     post_raw(&q.sq, &read(0x4001_0000, buf.addr(), key, 0, 4 * MTU));
@@ -87,15 +92,21 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     }
     c.r.ok("DESTROY_QP of the sink", fx.destroy_qp(sink));
 
-    // The hogs gave their credits back, the overdrafts included.
-    let q = fx.loopback(QpSpec::new(QpType::Rc, &cq, &cq))?;
-    post_raw(&q.sq, &read(0x4002_0000, buf.addr(), key, 0, HOG_MAX * MTU));
-    c.r.ok("a read of 128 packets after the hogs are gone: the doorbell", v.doorbell(q.qp.handle));
-    let got = cq_ring.collect(1, WAIT);
-    expect_cqes(c.r, "it completes", &got, &[(0x4002_0000, wc::SUCCESS)], q.qp.qpn);
+    // The hogs gave their credits back, the overdrafts included: reads of
+    // 128 and 64 packets at once (the whole pool) need no overdraft.
+    let q1 = fx.loopback(QpSpec::new(QpType::Rc, &cq, &cq))?;
+    let q2 = fx.loopback(QpSpec::new(QpType::Rc, &cq, &cq))?;
+    post_raw(&q1.sq, &read(0x4002_0000, buf.addr(), key, 0, HOG_MAX * MTU));
+    post_raw(&q2.sq, &read(0x4003_0000, buf.addr(), key, 2 * HOG_MAX * MTU, HOG_MAX / 2 * MTU));
+    c.r.ok("a read of 128 packets after the hogs are gone: the doorbell", v.doorbell(q1.qp.handle));
+    c.r.ok("and one of 64 packets on another QP: the doorbell", v.doorbell(q2.qp.handle));
+    let mut got: Vec<(u64, u32)> = cq_ring.collect(2, WAIT).iter().map(|x| (x.wr_id, x.status)).collect();
+    got.sort_unstable();
+    c.r.eq("both complete", got, vec![(0x4002_0000, wc::SUCCESS), (0x4003_0000, wc::SUCCESS)]);
     let after = overdrafts(&c.opts.ibdev);
-    c.r.eq("read_credit_overdraft did not move for it: the pool is whole", after, during);
-    c.r.ok("DESTROY_QP", fx.destroy_qp(q));
+    c.r.eq("read_credit_overdraft did not move for them: the pool is whole", after, during);
+    c.r.ok("DESTROY_QP", fx.destroy_qp(q1));
+    c.r.ok("DESTROY_QP", fx.destroy_qp(q2));
 
     c.r.ok("DEREG_MR", v.dereg_mr(mr.handle));
     c.r.ok("munmap of the buffer", buf.unmap());
