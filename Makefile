@@ -3,7 +3,7 @@
 #   make setup      install packages and tools, build the test kernel (cached)
 #   make            build roxe.ko and libroxe
 #   make demo       boot a guest, create roxe0 and show it with ibv_devinfo
-#   make test       host tests, then VM tests
+#   make test       setup, builds, host tests, VM tests; a table at the end
 #   make bench      benchmark roxe against rxe, siw and TCP on two guests
 #                   (about 16 min; ROXE_BENCH_TINY=1 for about 4; see
 #                   Documentation/bench.md)
@@ -46,12 +46,10 @@ host-test: setup
 vm-test: module provider hostile
 	$(ROOT)/tests/vm-tests
 
+# Setup, builds, host tests and VM tests, with a table of every step's time
+# and verdict at the end (tests/run-all).
 test:
-	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory setup && \
-	echo "[roxe] setup (including any kernel build) took $$(( $$(date +%s) - start )) s" && \
-	t=$$(date +%s) && $(MAKE) --no-print-directory host-test vm-test && \
-	echo "[roxe] tests took $$(( $$(date +%s) - t )) s"
+	@$(ROOT)/tests/run-all
 
 demo: module provider
 	$(ROOT)/scripts/vm $(ROOT)/tests/guest/demo.sh
