@@ -1,31 +1,55 @@
 #!/usr/bin/env python3
 """The benchmark's results: from the guests' lines to JSON, then to a table and a plot.
 
-    bench-report.py collect RAW JSON
-        scripts/bench runs this. RAW holds the guests' BENCH lines (see
-        tests/guest/bench.sh), each prefixed with the guest's number; the
+    bench-report.py collect JSON BOOTDIR...
+        scripts/bench runs this. Each BOOTDIR is one boot of the two guests:
+        plan.txt (the steps; see tests/guest/bench.sh), raw.txt (the guests'
+        BENCH lines, each prefixed with the guest's number), boot.json (vCPUs,
+        seconds, exit status) and guest1/, guest2/ (folded profiles). The
         settings and facts about the run come from the environment
         (ROXE_BENCH_* and BENCH_*, which scripts/bench exports). Writes JSON
-        and exits 1 if any expected measurement is missing or invalid.
+        and exits 1 if any expected sample or profile is missing or invalid.
 
     bench-report.py report JSON [--png FILE | --no-plot]
-        Prints the table (each driver's value and the ratios roxe/rxe,
-        roxe/siw and roxe/TCP for every row, then CPU per GB) and draws
-        bandwidth against message size (FILE, default bench.png next to
-        JSON; needs matplotlib). Works on any results.json on its own.
+        Prints the tables and draws bandwidth against message size (FILE,
+        default bench.png next to JSON; needs matplotlib). Works on any
+        results.json on its own.
 
-results.json holds "meta" (command, mode, times, versions), "settings",
-"measurements" and "missing". Each measurement has driver, test, kind (bw,
-lat or tcp), size (bytes), iters, attempt (2 if perftest's clock
+The tables. A cell is one test at one size for one driver, in one
+configuration (vCPUs, netdev MTU, QPs); it has one sample per round. Each
+driver's column shows the cell's median and, in brackets, its min-max over
+the rounds. A ratio (roxe/rxe, roxe/siw, roxe/TCP) is the ratio of the
+medians, and its bracket is the range the samples allow: from roxe's worst
+sample against the other's best to roxe's best against the other's worst.
+The verdict is "win" or "loss" when that whole range is on one side of 1
+(every roxe sample beat, or lost to, every sample of the other), "tie" when
+it takes in 1, and "n<3" when either side has fewer than 3 samples. For
+MB/s and kpps higher is better; for latency and CPU per GB lower is better,
+so a win there is a ratio below 1. With more than one configuration, each
+is also set against the first (its medians over the first's).
+
+results.json holds "meta" (command, mode, kernel flavour, wire, times,
+versions, the boots), "settings", "measurements" (every sample), "summary"
+(each cell's count, median, min and max), "devices" (each driver's active
+MTU per netdev MTU, from ibv_devinfo), "profiles" and "missing". Each
+measurement has cpus, mtu, qps, round, step, driver, test, kind (bw, lat or
+tcp), size (bytes), iters (per QP; perftest's -n), attempt (2 if perftest's clock
 calibration failed the first time), bytes moved, and as they apply:
 bw_mib_s and bw_peak_mib_s (MiB/s: perftest's "MB/sec" is 2^20 bytes per
 second; iperf3's rate is converted to the same unit), bw_window_mib_s (the
 bytes over the client's whole run, start-up included: a lower bound that
-does not depend on perftest's clock), msg_rate_mpps,
-lat_typical_us, lat_avg_us, lat_min_us, lat_max_us, lat_p99_us; cpu (busy
-and kernel CPU seconds of each guest over its window, and their sums);
-cpu_s_per_gb and kernel_cpu_s_per_gb (both guests' CPU seconds per 10^9
-bytes moved).
+does not depend on perftest's clock), msg_rate_mpps, lat_typical_us,
+lat_avg_us, lat_min_us, lat_max_us, lat_p99_us; cpu (busy and kernel CPU
+seconds of each guest over its window, all its vCPUs added up, and their
+sums); cpu_s_per_gb and kernel_cpu_s_per_gb (both guests' CPU seconds per
+10^9 bytes moved). Each profile has driver, test, size, side (server is
+guest 1, client guest 2), samples (perf's count), cpu_s (the CPU time
+they stand for), the folded stacks' file, and shares of that time: idle,
+user space and kernel (by the frame that was running), under the driver's
+module (stacks through one of its kernel functions) and under its user-space
+provider library; "top" lists the functions with the most time of their own
+(leaf frames), "module_top" the module's functions with the most time
+inside them (their callees included).
 """
 
 import json
@@ -33,11 +57,29 @@ import math
 import os
 import re
 import shlex
+import statistics
 import sys
 
 DRIVERS = ("rxe", "siw", "roxe")
-LAT_SIZE = 2
 MIB = 1 << 20
+MIN_VERDICT = 3
+# Frames that mean the CPU had nothing to do (the idle loop under TCG).
+IDLE = re.compile(r"(^|;)(default_idle|pv_native_safe_halt|native_safe_halt|cpu_idle_poll|"
+                  r"acpi_idle_do_entry|mwait_idle|intel_idle|do_idle)(_\[k\])?(;|$)")
+# Each driver's own frames: kernel frames (inferno marks them _[k]) of its
+# module (roxe's Rust crate is roxe_main, its C helpers roxe_*), and user
+# frames of its libibverbs provider (libroxe's Rust crate is roxe; Debian's
+# librxe has no symbols).
+MODULE_FRAME = {
+    "roxe": re.compile(r"^<*roxe_main::|^<*roxe_"),
+    "rxe": re.compile(r"^<*rxe_"),
+    "siw": re.compile(r"^<*siw_"),
+}
+LIBRARY_FRAME = {
+    "roxe": re.compile(r"^<*roxe::"),
+    "rxe": re.compile(r"librxe"),
+    "siw": re.compile(r"libsiw"),
+}
 
 
 def fail(msg):
@@ -47,27 +89,55 @@ def fail(msg):
 
 # --- collect -----------------------------------------------------------------
 
+def parse_plan(path):
+    """Return the plan's steps: [(step, round, mtu, op, args)], numbered as the guests number them."""
+    steps, rnd, mtu = [], None, None
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            op, args = words[0], words[1:]
+            if op == "round":
+                rnd = args[0]
+            elif op == "mtu":
+                mtu = int(args[0])
+            steps.append((n, rnd, mtu, op, args))
+    return steps
+
+
 def parse_raw(path):
-    """Return {run: {attempt: {"client": fields, "server": fields}}} from the BENCH lines."""
-    runs = {}
+    """Return (runs, devices, profiles) from the BENCH lines.
+
+    runs: {step: {attempt: {"client": fields, "server": fields}}};
+    devices: [fields]; profiles: {(step, side): fields}.
+    """
+    runs, devices, profiles = {}, [], {}
     with open(path) as f:
         for n, line in enumerate(f, 1):
             try:
                 guest, *words = shlex.split(line)
                 fields = dict(w.split("=", 1) for w in words)
+                step = int(fields["step"])
                 attempt = int(fields.get("attempt", "1"))
-            except ValueError as e:
+            except (ValueError, KeyError) as e:
                 fail(f"{path}:{n}: cannot parse ({e}): {line.strip()}")
-            side = fields.get("side")
-            run = fields.get("run")
-            if side not in ("client", "server") or not run:
-                fail(f"{path}:{n}: no side= or run=: {line.strip()}")
-            sides = runs.setdefault(run, {}).setdefault(attempt, {})
-            if side in sides:
-                fail(f"{path}:{n}: a second {side} line for run {run}, attempt {attempt}")
+            side, kind = fields.get("side"), fields.get("kind")
+            if side not in ("client", "server"):
+                fail(f"{path}:{n}: no side=: {line.strip()}")
             fields["guest"] = guest
-            sides[side] = fields
-    return runs
+            if kind == "device":
+                devices.append(fields)
+            elif kind == "profile":
+                profiles[(step, side)] = fields
+            elif kind == "run":
+                sides = runs.setdefault(step, {}).setdefault(attempt, {})
+                if side in sides:
+                    fail(f"{path}:{n}: a second {side} line for step {step}, attempt {attempt}")
+                sides[side] = fields
+            else:
+                fail(f"{path}:{n}: unknown kind={kind}: {line.strip()}")
+    return runs, devices, profiles
 
 
 def columns(header):
@@ -86,10 +156,9 @@ def window(fields):
     }
 
 
-def measurement(driver, test, size, runs):
-    """Return (record, None) or (None, reason) for one expected measurement."""
-    name = "tcp" if driver == "tcp" else f"{driver}-{test}-{size}"
-    attempts = runs.get(name, {})
+def measurement(key, step, attempts):
+    """Return (record, None) or (None, reason) for one expected sample."""
+    driver, test, size, qps = key["driver"], key["test"], key["size"], key["qps"]
     # The last attempt the client reported on (a run whose clock calibration
     # failed is done again), or else the last one at all.
     reported = [a for a in attempts if "client" in attempts[a]]
@@ -102,7 +171,7 @@ def measurement(driver, test, size, runs):
     for side, fields in (("client", client), ("server", server)):
         if fields.get("status") != "ok":
             return None, f"{side} {fields.get('status', '?')} (exit {fields.get('rc', '?')})"
-    rec = {"driver": driver, "test": test, "size": size, "iters": int(client["iters"]), "attempt": attempt}
+    rec = dict(key, step=step, iters=int(client["iters"]), attempt=attempt)
     try:
         c, s = window(client), window(server)
     except (KeyError, ValueError, ZeroDivisionError) as e:
@@ -126,11 +195,12 @@ def measurement(driver, test, size, runs):
         row = dict(zip(cols, values))
         if row.get("#bytes") != size:
             return None, f"perftest reported {row.get('#bytes')} bytes, not {size}"
+        # perftest's #iterations adds up its QPs: -n is per QP.
         iters = int(row.get("#iterations", 0))
-        if iters != rec["iters"]:
-            print(f"bench-report: note: {name}: perftest reported {iters} iterations, asked for {rec['iters']}",
-                  file=sys.stderr)
-            rec["iters"] = iters
+        if iters != rec["iters"] * qps:
+            print(f"bench-report: note: step {step} ({driver} {test} {size}): perftest reported {iters} "
+                  f"iterations, asked for {rec['iters']} on each of {qps} QPs", file=sys.stderr)
+            rec["iters"] = iters // qps
         if test.endswith("_bw"):
             rec["kind"] = "bw"
             if "BW average[MB/sec]" not in row or "MsgRate[Mpps]" not in row:
@@ -185,42 +255,195 @@ def measurement(driver, test, size, runs):
     return rec, None
 
 
-def collect(raw, out):
+def read_folded(path):
+    """[(stack, count)] from inferno-collapse-perf's output."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if stack and count.isdigit():
+                out.append((stack, int(count)))
+    return out
+
+
+def profile_summary(driver, folded, top=12):
+    """Shares of a profile's CPU time, and the functions with the most time of their own.
+
+    inferno-collapse-perf weighs each stack by cpu-clock's period (ns), so
+    the shares are of sampled CPU time.
+    """
+    total = sum(c for _, c in folded) or 1
+    idle = user = kernel = module = library = 0
+    own, inside = {}, {}
+    mod_re, lib_re = MODULE_FRAME.get(driver), LIBRARY_FRAME.get(driver)
+    for stack, count in folded:
+        frames = stack.split(";")
+        leaf = frames[-1]
+        if IDLE.search(stack):
+            idle += count
+            continue
+        if leaf.endswith("_[k]"):
+            kernel += count
+        else:
+            user += count
+        own[leaf] = own.get(leaf, 0) + count
+        mine = {f.removesuffix("_[k]") for f in frames
+                if f.endswith("_[k]") and mod_re and mod_re.search(f.removesuffix("_[k]"))}
+        if mine:
+            module += count
+        for f in mine:
+            inside[f] = inside.get(f, 0) + count
+        if lib_re and any(lib_re.search(f) for f in frames if not f.endswith("_[k]")):
+            library += count
+    busy = total - idle
+
+    def ranked(d):
+        return [[name.removesuffix("_[k]"), n / total] for name, n in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
+    return {
+        "cpu_s": total / 1e9,
+        "idle_share": idle / total,
+        "user_share": user / total,
+        "kernel_share": kernel / total,
+        "module_share": module / total,
+        "module_share_of_busy": module / busy if busy else 0.0,
+        "library_share": library / total,
+        "top": ranked(own),
+        "module_top": ranked(inside),
+    }
+
+
+def collect(out, bootdirs):
     env = os.environ
     try:
-        sizes = [int(s) for s in env["BENCH_SIZES"].split()]
         drivers = env["ROXE_BENCH_DRIVERS"].split()
-        bw_tests = env["ROXE_BENCH_BW_TESTS"].split()
-        lat_tests = env["ROXE_BENCH_LAT_TESTS"].split()
-    except (KeyError, ValueError) as e:
+    except KeyError as e:
         fail(f"the settings are not in the environment ({e}): collect is run by scripts/bench")
-    runs = parse_raw(raw)
-    expected = [("tcp", "tcp", 0)]
-    for d in drivers:
-        expected += [(d, t, s) for t in bw_tests for s in sizes]
-        expected += [(d, t, LAT_SIZE) for t in lat_tests]
-    measurements, missing = [], []
-    for d, t, s in expected:
-        rec, why = measurement(d, t, s, runs)
-        if rec:
-            measurements.append(rec)
-        else:
-            missing.append({"driver": d, "test": t, "size": s, "reason": why})
+    measurements, missing, devices, profiles, boots = [], [], [], [], []
+    expected_n = 0
+    for bdir in bootdirs:
+        try:
+            with open(os.path.join(bdir, "boot.json")) as f:
+                boot = json.load(f)
+            cpus = int(boot["cpus"])
+            steps = parse_plan(os.path.join(bdir, "plan.txt"))
+            runs, devs, profs = parse_raw(os.path.join(bdir, "raw.txt"))
+        except (OSError, ValueError, KeyError) as e:
+            fail(f"{bdir} is not a benchmark boot folder: {e}")
+        boot["dir"] = os.path.basename(bdir)
+        boots.append(boot)
+        for d in devs:
+            devices.append({"cpus": cpus, "mtu": int(d["mtu"]), "round": d["round"], "driver": d["driver"],
+                            "guest": int(d["guest"]), "netdev_mtu": d.get("netdev_mtu"),
+                            "active_mtu": d.get("active_mtu")})
+        for step, rnd, mtu, op, args in steps:
+            if op in ("tcp", "bw", "lat"):
+                if op == "tcp":
+                    key = {"driver": "tcp", "test": "tcp", "size": 0, "qps": 1}
+                else:
+                    key = {"driver": args[0], "test": args[1], "size": int(args[2]),
+                           "qps": int(args[4]) if op == "bw" else 1}
+                key = dict(cpus=cpus, mtu=mtu, round=int(rnd), **key)
+                expected_n += 1
+                rec, why = measurement(key, step, runs.get(step, {}))
+                if rec:
+                    measurements.append(rec)
+                else:
+                    missing.append(dict(key, step=step, reason=why))
+            elif op == "prof":
+                drv, test, size = args[0], args[1], int(args[2])
+                for guest, side in ((1, "server"), (2, "client")):
+                    expected_n += 1
+                    p = profs.get((step, side))
+                    what = {"cpus": cpus, "mtu": mtu, "driver": drv, "test": test, "size": size, "side": side,
+                            "step": step}
+                    path = os.path.join(bdir, f"guest{guest}", p["file"]) if p else None
+                    if not p or p.get("status") != "ok" or not os.path.isfile(path):
+                        missing.append(dict(what, kind="profile",
+                                            reason=f"profile {p.get('status') if p else 'not reported'}"))
+                        continue
+                    summary = profile_summary(drv, read_folded(path))
+                    profiles.append(dict(what, samples=int(p.get("samples", "0") or 0), file=os.path.relpath(path, os.path.dirname(os.path.abspath(out))),
+                                         svg=f"profiles/{drv}-{test}-{size}-{side}.svg", **summary))
     settings = {k[len("ROXE_BENCH_"):].lower(): v for k, v in env.items() if k.startswith("ROXE_BENCH_")}
-    settings["sizes"] = sizes
+    settings["sizes"] = [int(s) for s in env.get("BENCH_SIZES", "").split()]
+    settings["drivers"] = " ".join(drivers)
     meta = {k[len("BENCH_"):].lower(): v for k, v in env.items() if k.startswith("BENCH_")}
     meta.pop("sizes", None)
     for k in ("seconds", "lock_wait_seconds", "vm_rc"):
         if meta.get(k, "").lstrip("-").isdigit():
             meta[k] = int(meta[k])
-    doc = {"meta": meta, "settings": settings, "measurements": measurements, "missing": missing}
+    meta["boots"] = boots
+    doc = {"meta": meta, "settings": settings, "measurements": measurements, "devices": devices,
+           "profiles": profiles, "missing": missing}
+    doc["summary"] = summary_cells(doc)
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
-    print(f"bench-report: {len(measurements)} of {len(expected)} measurements in {out}", file=sys.stderr)
+    print(f"bench-report: {expected_n - len(missing)} of {expected_n} samples and profiles in {out}",
+          file=sys.stderr)
     for m in missing:
-        print(f"bench-report: MISSING {m['driver']} {m['test']} {m['size']} B: {m['reason']}", file=sys.stderr)
+        print(f"bench-report: MISSING {describe(m)}: {m['reason']}", file=sys.stderr)
     return 1 if missing else 0
+
+
+def describe(m):
+    where = f"{m.get('cpus')} vCPU, MTU {m.get('mtu')}"
+    if m.get("kind") == "profile":
+        return f"profile {m['driver']} {m['test']} {m['size']} B {m['side']} ({where})"
+    q = f", {m['qps']} QPs" if m.get("qps", 1) != 1 else ""
+    return f"{m['driver']} {m['test']} {m['size']} B round {m.get('round')} ({where}{q})"
+
+
+# --- statistics ----------------------------------------------------------------
+
+def metric_value(m, key):
+    if key == "kpps":
+        return m["msg_rate_mpps"] * 1000 if m.get("msg_rate_mpps") else None
+    return m.get(key)
+
+
+def cells(doc):
+    """{(cpus, mtu, qps, driver, test, size): [measurement, ...]}"""
+    out = {}
+    for m in doc["measurements"]:
+        # (Results from before repeats have one configuration, unnamed.)
+        key = (m.get("cpus", 1), m.get("mtu", 1500), m.get("qps", 1), m["driver"], m["test"], m["size"])
+        out.setdefault(key, []).append(m)
+    return out
+
+
+def stats(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summary_cells(doc):
+    out = []
+    for key, ms in sorted(cells(doc).items(), key=lambda kv: tuple(str(k) for k in kv[0])):
+        for metric in ("bw_mib_s", "kpps", "lat_typical_us", "cpu_s_per_gb"):
+            s = stats([metric_value(m, metric) for m in ms])
+            if s:
+                out.append(dict(zip(("cpus", "mtu", "qps", "driver", "test", "size"), key), metric=metric, **s))
+    return out
+
+
+def compare(a, b, lower_is_better):
+    """(ratio of medians, lowest, highest, verdict) of stats a against b, or None."""
+    if not a or not b or not b["median"] or not b["min"]:
+        return None
+    r = a["median"] / b["median"]
+    lo, hi = a["min"] / b["max"], a["max"] / b["min"]
+    if min(a["n"], b["n"]) < MIN_VERDICT:
+        verdict = f"n<{MIN_VERDICT}"
+    elif lo > 1:
+        verdict = "loss" if lower_is_better else "win"
+    elif hi < 1:
+        verdict = "win" if lower_is_better else "loss"
+    else:
+        verdict = "tie"
+    return r, lo, hi, verdict
 
 
 # --- report ------------------------------------------------------------------
@@ -243,60 +466,175 @@ def fmt(v):
     return f"{v:.{digits}f}"
 
 
-def ratio(a, b):
-    return fmt(a / b) if a is not None and b else "-"
+def fmt_stats(s, spread=True):
+    if not s:
+        return "-"
+    if not spread or s["n"] == 1:
+        return fmt(s["median"])
+    return f"{fmt(s['median'])} [{fmt(s['min'])}-{fmt(s['max'])}]"
 
 
-def index(doc):
-    return {(m["driver"], m["test"], m["size"]): m for m in doc["measurements"]}
+def fmt_cmp(c):
+    if not c:
+        return "-"
+    r, lo, hi, verdict = c
+    if lo == hi:
+        # One sample on each side: there is no range.
+        return f"{fmt(r)} {verdict}"
+    return f"{fmt(r)} [{fmt(lo)}-{fmt(hi)}] {verdict}"
 
 
-def rows(doc):
-    """(label test, size, metric name, value key, per-driver lookup, TCP value or None)."""
-    by = index(doc)
-    tcp = by.get(("tcp", "tcp", 0))
+def configs(doc):
+    """The configurations (cpus, mtu, qps) measured, the first (the base) first."""
+    s = doc["settings"]
+    order = []
+    for c in s.get("cpus", "1").split():
+        for m in s.get("mtu", "1500").split():
+            for q in s.get("qps", "1").split():
+                order.append((int(c), int(m), int(q)))
+    seen = {(m.get("cpus", 1), m.get("mtu", 1500), m.get("qps", 1)) for m in doc["measurements"]}
+    return [k for k in order if k in seen] + sorted(seen - set(order))
+
+
+def drivers_of(doc):
+    wanted = doc["settings"].get("drivers", " ".join(DRIVERS)).split()
+    return [d for d in DRIVERS if d in wanted]
+
+
+def row_specs(doc, qps):
+    """(test, size, metric label, value key, lower is better) for each row of a configuration."""
     s = doc["settings"]
     sizes = s.get("sizes", [])
     bw_tests = s.get("bw_tests", "").split()
-    lat_tests = s.get("lat_tests", "").split()
+    lat_tests = s.get("lat_tests", "").split() if qps == 1 else []
     out = []
     for t in bw_tests:
         for size in sizes:
-            out.append((t, size, "MB/s", "bw_mib_s", tcp and tcp["bw_mib_s"]))
+            out.append((t, size, "MB/s", "bw_mib_s", False))
     if sizes:
         for t in bw_tests:
-            out.append((t, min(sizes), "Mpps", "msg_rate_mpps", None))
+            out.append((t, min(sizes), "kpps", "kpps", False))
     for t in lat_tests:
-        out.append((t, LAT_SIZE, "usec typ", "lat_typical_us", None))
-    return by, tcp, out
+        out.append((t, 2, "usec typ", "lat_typical_us", True))
+    return out
+
+
+def config_name(cfg, doc=None):
+    cpus, mtu, qps = cfg
+    text = f"{cpus} vCPU{'s' if cpus > 1 else ''} per guest, netdev MTU {mtu}, {qps} QP{'s' if qps > 1 else ''}"
+    if doc:
+        act = {}
+        for d in doc.get("devices", []):
+            if d["cpus"] == cpus and d["mtu"] == mtu:
+                act.setdefault(d["driver"], set()).add(str(d["active_mtu"]))
+        if act:
+            text += " (active MTU " + ", ".join(f"{k} {'/'.join(sorted(v))}" for k, v in sorted(act.items())) + ")"
+    return text
 
 
 def table(doc):
-    by, tcp, spec = rows(doc)
-    drivers = [d for d in DRIVERS if d in doc["settings"].get("drivers", " ".join(DRIVERS)).split()]
-    head = ["test", "size", "metric"] + drivers + ["TCP", "roxe/rxe", "roxe/siw", "roxe/TCP"]
-    lines = []
-    for t, size, metric, key, tcp_v in spec:
-        vals = {d: by.get((d, t, size), {}).get(key) for d in drivers}
-        roxe = vals.get("roxe")
-        lines.append([t, human_size(size), metric] + [fmt(vals[d]) for d in drivers] +
-                     [fmt(tcp_v), ratio(roxe, vals.get("rxe")), ratio(roxe, vals.get("siw")), ratio(roxe, tcp_v)])
-    out = [render(head, lines, 3)]
-    # CPU per GB moved, for the bandwidth rows.
-    chead = ["test", "size"] + drivers + ["TCP", "roxe/rxe", "roxe/siw", "roxe/TCP"]
-    clines = []
-    tcp_cpu = tcp and tcp.get("cpu_s_per_gb")
-    for t, size, metric, key, tcp_v in spec:
-        if metric != "MB/s":
-            continue
-        vals = {d: by.get((d, t, size), {}).get("cpu_s_per_gb") for d in drivers}
-        roxe = vals.get("roxe")
-        clines.append([t, human_size(size)] + [fmt(vals[d]) for d in drivers] +
-                      [fmt(tcp_cpu), ratio(roxe, vals.get("rxe")), ratio(roxe, vals.get("siw")),
-                       ratio(roxe, tcp_cpu)])
-    if clines:
-        out.append("\nCPU seconds per GB moved (both guests' busy time over each run, approximate):\n")
-        out.append(render(chead, clines, 2))
+    by = cells(doc)
+    drivers = drivers_of(doc)
+    others = [d for d in ("rxe", "siw") if d in drivers]
+    cfgs = configs(doc)
+    out = []
+    for cfg in cfgs:
+        cpus, mtu, qps = cfg
+        tcp = stats([m["bw_mib_s"] for m in by.get((cpus, mtu, 1, "tcp", "tcp", 0), [])])
+        specs = row_specs(doc, qps)
+        head = ["test", "size", "metric"] + drivers + ["TCP"]
+        if "roxe" in drivers:
+            head += [f"roxe/{d}" for d in others] + ["roxe/TCP"]
+        lines, tally = [], {d: {} for d in others + ["TCP"]}
+        for t, size, metric, key, lower in specs:
+            st = {d: stats([metric_value(m, key) for m in by.get((cpus, mtu, qps, d, t, size), [])])
+                  for d in drivers}
+            tcp_v = tcp if metric == "MB/s" else None
+            line = [t, human_size(size), metric] + [fmt_stats(st[d]) for d in drivers] + [fmt_stats(tcp_v)]
+            if "roxe" in drivers:
+                for d, other in [(d, st[d]) for d in others] + [("TCP", tcp_v)]:
+                    c = compare(st["roxe"], other, lower)
+                    line.append(fmt_cmp(c))
+                    if c:
+                        tally[d][c[3]] = tally[d].get(c[3], 0) + 1
+            lines.append(line)
+        rounds = {m.get("round", 1) for m in doc["measurements"]
+                  if (m.get("cpus", 1), m.get("mtu", 1500), m.get("qps", 1)) == cfg}
+        out.append(f"== {config_name(cfg, doc)}; {len(rounds)} round{'s' if len(rounds) != 1 else ''}\n\n")
+        out.append(render(head, lines, 3))
+        if "roxe" in drivers:
+            out.append("verdicts: " + "; ".join(
+                f"roxe against {d}: " + (", ".join(f"{n} {v}" for v, n in sorted(tally[d].items())) or "none")
+                for d in others + ["TCP"]) + "\n")
+        # CPU per GB moved, for the bandwidth rows.
+        chead = ["test", "size"] + drivers + ["TCP"]
+        if "roxe" in drivers:
+            chead += [f"roxe/{d}" for d in others] + ["roxe/TCP"]
+        clines = []
+        tcp_cpu = stats([m.get("cpu_s_per_gb") for m in by.get((cpus, mtu, 1, "tcp", "tcp", 0), [])])
+        for t, size, metric, key, lower in specs:
+            if metric != "MB/s":
+                continue
+            st = {d: stats([m.get("cpu_s_per_gb") for m in by.get((cpus, mtu, qps, d, t, size), [])])
+                  for d in drivers}
+            line = [t, human_size(size)] + [fmt_stats(st[d], False) for d in drivers] + [fmt_stats(tcp_cpu, False)]
+            if "roxe" in drivers:
+                line += [fmt_cmp(compare(st["roxe"], st[d], True)) for d in others]
+                line.append(fmt_cmp(compare(st["roxe"], tcp_cpu, True)))
+            clines.append(line)
+        if clines:
+            out.append("\nCPU seconds per GB moved (both guests' busy time over each run, approximate; "
+                       "medians):\n\n")
+            out.append(render(chead, clines, 2))
+        out.append("\n")
+    # Each configuration against the first.
+    if len(cfgs) > 1:
+        base = cfgs[0]
+        for cfg in cfgs[1:]:
+            head = ["test", "size", "metric"] + drivers + ["TCP"]
+            lines = []
+            for t, size, metric, key, lower in row_specs(doc, cfg[2]):
+                if metric == "kpps":
+                    continue
+                line = [t, human_size(size), metric]
+                for d in drivers + ["tcp"]:
+                    tt, ss = (t, size) if d != "tcp" else ("tcp", 0)
+                    if d == "tcp" and metric != "MB/s":
+                        line.append("-")
+                        continue
+                    q = cfg[2] if d != "tcp" else 1
+                    qb = base[2] if d != "tcp" else 1
+                    a = stats([metric_value(m, key) for m in by.get((cfg[0], cfg[1], q, d, tt, ss), [])])
+                    b = stats([metric_value(m, key) for m in by.get((base[0], base[1], qb, d, tt, ss), [])])
+                    line.append(fmt_cmp(compare(a, b, lower)))
+                lines.append(line)
+            out.append(f"== {config_name(cfg)}\n   against {config_name(base)}: ratio of medians "
+                       "[range], win = better\n\n")
+            out.append(render(head, lines, 3))
+            out.append("\n")
+    return "".join(out)
+
+
+def profiles_text(doc):
+    profs = doc.get("profiles", [])
+    if not profs:
+        return ""
+    out = ["== profiles (perf, cpu-clock, system-wide; shares of the sampled CPU time)\n"]
+    for p in profs:
+        out.append(f"\n{p['driver']} {p['test']} {human_size(p['size'])}, {p['side']} "
+                   f"(guest {1 if p['side'] == 'server' else 2}): {p['samples']} samples, "
+                   f"{p['cpu_s']:.1f} CPU-s; "
+                   f"idle {p['idle_share']:.0%}, user {p['user_share']:.0%}, kernel {p['kernel_share']:.0%}; "
+                   f"under {p['driver']}'s module {p['module_share']:.0%} "
+                   f"({p['module_share_of_busy']:.0%} of the busy time), "
+                   f"under its user-space provider {p['library_share']:.0%}\n")
+        out.append("  most time of their own:\n")
+        for name, share in p["top"][:8]:
+            out.append(f"  {share:6.1%}  {name[:110]}\n")
+        if p.get("module_top"):
+            out.append(f"  most time inside, {p['driver']}'s module functions:\n")
+            for name, share in p["module_top"][:8]:
+                out.append(f"  {share:6.1%}  {name[:110]}\n")
     return "".join(out)
 
 
@@ -306,7 +644,7 @@ def render(head, lines, labels):
 
     def one(r):
         return "  ".join(str(c).ljust(w) if i < labels else str(c).rjust(w)
-                         for i, (c, w) in enumerate(zip(r, widths)))
+                         for i, (c, w) in enumerate(zip(r, widths))).rstrip()
     return "\n".join([one(head), "  ".join("-" * w for w in widths)] + [one(r) for r in lines]) + "\n"
 
 
@@ -315,12 +653,17 @@ def plot(doc, png):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by, tcp, _ = rows(doc)
+    by = cells(doc)
+    cfgs = configs(doc)
+    if not cfgs:
+        return
+    cpus, mtu, qps = cfgs[0]
     s = doc["settings"]
     sizes = s.get("sizes", [])
     bw_tests = s.get("bw_tests", "").split()
-    lat_tests = s.get("lat_tests", "").split()
-    drivers = [d for d in DRIVERS if d in s.get("drivers", " ".join(DRIVERS)).split()]
+    lat_tests = s.get("lat_tests", "").split() if qps == 1 else []
+    drivers = drivers_of(doc)
+    tcp = stats([m["bw_mib_s"] for m in by.get((cpus, mtu, 1, "tcp", "tcp", 0), [])])
     panels = len(bw_tests) + (1 if lat_tests else 0)
     cols = 2 if panels > 1 else 1
     nrows = math.ceil(panels / cols)
@@ -329,12 +672,15 @@ def plot(doc, png):
     style = {"rxe": ("tab:blue", "o"), "siw": ("tab:green", "s"), "roxe": ("tab:red", "^")}
     for ax, t in zip(axes, bw_tests):
         for d in drivers:
-            pts = [(size, by[(d, t, size)]["bw_mib_s"]) for size in sizes if (d, t, size) in by]
+            pts = [(size, stats([m["bw_mib_s"] for m in by.get((cpus, mtu, qps, d, t, size), [])])) for size in sizes]
+            pts = [(x, st) for x, st in pts if st]
             if pts:
                 color, marker = style[d]
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=d)
+                ys = [st["median"] for _, st in pts]
+                err = [[y - st["min"] for y, (_, st) in zip(ys, pts)], [st["max"] - y for y, (_, st) in zip(ys, pts)]]
+                ax.errorbar([p[0] for p in pts], ys, yerr=err, marker=marker, color=color, capsize=3, label=d)
         if tcp:
-            ax.axhline(tcp["bw_mib_s"], color="gray", linestyle="--", label="TCP (iperf3)")
+            ax.axhline(tcp["median"], color="gray", linestyle="--", label="TCP (iperf3)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(sizes, [human_size(x) for x in sizes])
@@ -347,25 +693,28 @@ def plot(doc, png):
         ax = axes[len(bw_tests)]
         width = 0.8 / max(1, len(drivers))
         for i, d in enumerate(drivers):
-            xs, ys = [], []
+            xs, ys, lo, hi = [], [], [], []
             for j, t in enumerate(lat_tests):
-                m = by.get((d, t, LAT_SIZE))
-                if m:
+                st = stats([m["lat_typical_us"] for m in by.get((cpus, mtu, 1, d, t, 2), [])])
+                if st:
                     xs.append(j + (i - (len(drivers) - 1) / 2) * width)
-                    ys.append(m["lat_typical_us"])
+                    ys.append(st["median"])
+                    lo.append(st["median"] - st["min"])
+                    hi.append(st["max"] - st["median"])
             if xs:
-                ax.bar(xs, ys, width, color=style[d][0], label=d)
+                ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=style[d][0], label=d)
         ax.set_xticks(range(len(lat_tests)), [f"ib_{t}" for t in lat_tests])
         ax.set_ylim(bottom=0)
         ax.set_ylabel("typical latency (usec)")
-        ax.set_title(f"latency, {LAT_SIZE}-byte messages")
+        ax.set_title("latency, 2-byte messages")
         ax.grid(True, axis="y", which="both", alpha=0.3)
         ax.legend(fontsize="small")
     for ax in axes[panels:]:
         ax.set_visible(False)
     meta = doc.get("meta", {})
-    fig.suptitle(f"roxe benchmark ({meta.get('mode', '?')}, {meta.get('started', '?')}, {meta.get('git', '?')}): "
-                 "two TCG guests, compare ratios, not absolute values", fontsize="medium")
+    fig.suptitle(f"roxe benchmark ({meta.get('mode', '?')}, {meta.get('kernel_flavour', '?')} kernel, "
+                 f"{meta.get('started', '?')}, {meta.get('git', '?')}): median and min-max of each cell, "
+                 f"{config_name(cfgs[0])}", fontsize="medium")
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     plt.close(fig)
@@ -383,15 +732,20 @@ def report(path, png, no_plot):
     wait = meta.get("lock_wait_seconds")
     print(f"started {meta.get('started', '?')}, {meta.get('seconds', '?')} s in the VMs"
           + (f" (after {wait} s waiting for the VM lock)" if wait is not None else "")
-          + f"; git {meta.get('git', '?')}; roxe.ko {meta.get('roxe_ko', '?')}")
-    print(f"kernel {meta.get('kernel', '?')}; {meta.get('tools', '?')}")
-    print("MB/s is perftest's (2^20 bytes per second); usec typ is perftest's typical latency.\n")
+          + f"; git {meta.get('git', '?')}")
+    print(f"{meta.get('kernel_flavour', '?')} kernel {meta.get('kernel', '?')}; {meta.get('wire', '?')} wire; "
+          f"roxe.ko {meta.get('roxe_ko', '?')}")
+    print(f"{meta.get('tools', '?')}")
+    print("Each cell: median [min-max] over the rounds. Ratios: roxe's median over the other's [the range "
+          "its samples allow] and a verdict.\nMB/s is perftest's (2^20 bytes per second); kpps is 1000 "
+          "messages a second; usec typ is perftest's typical latency.\n")
     print(table(doc), end="")
+    print(profiles_text(doc), end="")
     missing = doc.get("missing", [])
     if missing:
         print(f"\nmissing ({len(missing)}):")
         for m in missing:
-            print(f"  {m['driver']} {m['test']} {human_size(m['size'])}: {m['reason']}")
+            print(f"  {describe(m)}: {m['reason']}")
     if not no_plot:
         png = png or os.path.join(os.path.dirname(os.path.abspath(path)), "bench.png")
         try:
@@ -404,8 +758,8 @@ def report(path, png, no_plot):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "collect":
-        return collect(argv[2], argv[3])
+    if len(argv) >= 4 and argv[1] == "collect":
+        return collect(argv[2], argv[3:])
     if len(argv) >= 3 and argv[1] == "report":
         rest = argv[3:]
         if rest == ["--no-plot"]:
