@@ -406,10 +406,7 @@ fn rxe_icrc(c: &mut Ctx<'_>, fx: &Fx, cq: &Cq, cq_ring: &CqRing, t: &Target) -> 
     let rts = fx.attrs(&a.qp, a.ty, state::RTS);
     let rtr_a = Modify { dest_qp_num: b.qp.qpn, rq_psn: rts.sq_psn, ..fx.attrs(&a.qp, a.ty, state::RTR) };
     v.modify_qp(a.qp.handle, &rtr_a).step("MODIFY_QP of the requester to RTR")?;
-    // Timeout 17 (about 0.54 s): a retry must not time out again before its
-    // answer arrives, or the QP switches back to the standard ICRC (a slow
-    // guest under a loaded host once took longer than timeout 16's 0.27 s).
-    v.modify_qp(a.qp.handle, &Modify { timeout: 17, ..rts }).step("MODIFY_QP of the requester to RTS, timeout 17")?;
+    v.modify_qp(a.qp.handle, &Modify { timeout: 16, ..rts }).step("MODIFY_QP of the requester to RTS, timeout 16")?;
     let before = counters();
     post_send(&a.sq, &flush_dst(t, 0xf1c1, DST[0]));
     c.r.ok("a FLUSH to a QP still in INIT: the doorbell", v.doorbell(a.qp.handle));

@@ -411,6 +411,10 @@ pub fn require_doorbell(fx: &Fx, r: &mut Report, cq: &Cq) -> Result<(), Fail> {
 
 /// Port 1's counter `name` (`hw_counters`), if the device has it.
 pub fn hw_counter(ibdev: &str, name: &str) -> Option<u64> {
+    // The RDMA core caches a port's counters for 10 ms
+    // (RDMA_HW_STATS_DEFAULT_LIFESPAN): a read sooner after the last one
+    // returns the old values. Wait that out so every read is fresh.
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let p = std::path::Path::new("/sys/class/infiniband").join(ibdev).join("ports/1/hw_counters").join(name);
     std::fs::read_to_string(p).ok()?.trim().parse().ok()
 }
