@@ -32,12 +32,15 @@ kdir:
 
 # The kernel build is looked up (and built if missing) on every call, so a
 # fresh machine needs nothing but `make setup` first.
-module: setup
-	@KDIR=$$($(ROOT)/scripts/kernel) && \
+BUILD_MODULE = KDIR=$$($(ROOT)/scripts/kernel) && \
 	$(MAKE) -C "$$KDIR" M=$(ROOT) RUSTC=$(RUSTC) BINDGEN=$(BINDGEN) modules
+BUILD_PROVIDER = cargo build --release --locked --manifest-path $(ROOT)/userspace-provider/Cargo.toml
+
+module: setup
+	@$(BUILD_MODULE)
 
 provider: setup
-	cargo build --release --locked --manifest-path $(ROOT)/userspace-provider/Cargo.toml
+	$(BUILD_PROVIDER)
 
 # The hostile user-space test program (tests/hostile), run inside guests.
 hostile: setup
@@ -54,7 +57,9 @@ vm-test: module provider hostile
 test:
 	@$(ROOT)/tests/run-all
 
-demo: module provider
+# The module (one rustc process) and libroxe (cargo) build side by side.
+demo: setup
+	@$(BUILD_PROVIDER) & p=$$!; ( $(BUILD_MODULE) ); m=$$?; wait $$p && [ $$m = 0 ]
 	$(ROOT)/scripts/vm $(ROOT)/tests/guest/demo.sh
 
 # rxe, siw and roxe measured against each other and TCP on two guests
