@@ -29,6 +29,9 @@ QP served and still remembers (the newest max_dest_rd_atomic of them),
 with the same rkey and range, and only while the QP grants remote read.
 Anything else is dropped unanswered and counted as rx_drop_duplicate.
 
+Read responses (the sweep). A QP's own READ must take only responses of
+the size the responder cuts them at; a short one must not complete it.
+
 Prints `ok   ...` or `FAIL ...` per check, then `live-packets: N ok, M
 failed`; the exit status is 0 only if every check passed.
 """
@@ -50,6 +53,7 @@ from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, SendWR
 
 _spec = importlib.util.spec_from_file_location(
     "bad_packets", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bad-packets.py"))
@@ -194,7 +198,8 @@ class Victim:
                   e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
         a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=1)
         a.sq_psn = PSN
-        a.timeout = 14
+        # About 4 s: no retry while the script takes its time.
+        a.timeout = 20
         a.retry_cnt = 7
         a.rnr_retry = 7
         a.max_rd_atomic = 1
@@ -354,6 +359,49 @@ def payload_sizes(v, w, check):
     dereg()
 
 
+def read_responses(v, w, check):
+    """The sweep: the requester takes only read responses of the size the
+    responder must cut them at."""
+    buf = MR(v.pd, 2048, LW | RW | RR)
+    buf.write(bytes(2048), 2048, 0)
+    qp = v.qp(LW)
+    w.drain()
+    wr = SendWR(opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(buf.buf, 1500, buf.lkey)])
+    wr.set_wr_rdma(0x1234, 0x10000)
+    qp.post_send(wr)
+    got = w.drain()
+    check([p[:2] for p in got] == [(READ_REQUEST, PSN)], f"the QP asks for 1500 bytes at PSN {PSN:#x} ({got})")
+
+    def respond(opcode, psn, payload):
+        w.send(qp.qp_num, opcode, psn, bp.aeth(0, 1) if opcode != 0x0e else b"", payload)
+
+    def completion():
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            n, wcs = v.cq.poll(1)
+            if n:
+                return wcs[0]
+            time.sleep(0.01)
+        return None
+
+    before = w.counters.read()
+    respond(0x0d, PSN, b"F" * 512)
+    respond(0x0f, PSN + 1, b"L" * 476)
+    wc = completion()
+    # The short First is dropped; the Last then looks like a gap, which
+    # sends the request again.
+    check(wc is None and counted(w, before, "rx_drop_length") == 1,
+          f"a read response First of 512 bytes (not 1024) is dropped as rx_drop_length, and the "
+          f"READ does not complete (got {wc and wc.status}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.drain()
+    respond(0x0d, PSN, b"F" * MTU)
+    respond(0x0f, PSN + 1, b"L" * 476)
+    wc = completion()
+    check(wc is not None and wc.status == e.IBV_WC_SUCCESS and
+          buf.read(1500, 0) == b"F" * MTU + b"L" * 476 and buf.read(548, 1500) == bytes(548),
+          f"responses of 1024 + 476 bytes complete the READ with its data (status {wc and wc.status})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dev", default="roxe0")
@@ -363,7 +411,7 @@ def main():
     check = Checks()
     w = Wire(args.ip, args.dev, 1)
     v = Victim(args.dev, args.gid_index)
-    for part in (duplicate_reads, payload_sizes):
+    for part in (duplicate_reads, read_responses, payload_sizes):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run
