@@ -161,7 +161,11 @@ def reg_mr_iova(pd, length, iova, access):
     lib.ibv_dereg_mr.argtypes = [ctypes.c_void_p]
     mem = mmap.mmap(-1, length)
     addr = ctypes.addressof(ctypes.c_char.from_buffer(mem))
-    mr = lib.ibv_reg_mr_iova2(pd.pd, addr, length, iova, access)
+    # pyverbs 44's PD.pd is the struct ibv_pd pointer cast to a Python
+    # object (`<object>self.pd`), not a number: never use that object, only
+    # its id(), which is the pointer. (Taking and dropping the reference
+    # adds 1 to pd->context, the "refcount", and takes it away again.)
+    mr = lib.ibv_reg_mr_iova2(id(pd.pd), addr, length, iova, access)
     if not mr:
         raise OSError(ctypes.get_errno(), "ibv_reg_mr_iova2")
     # struct ibv_mr: context, pd, addr, length, then handle, lkey, rkey.
