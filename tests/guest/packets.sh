@@ -16,6 +16,8 @@
 # ROXE_PACKETS_SEED (default 1) picks the garbage. scripts/vm does not pass
 # the host's environment, so set it in a wrapper script that sources this
 # one. The rig checks dmesg for oopses and WARNs afterwards.
+#
+# Then live-packets.py sends in-window packets at live RC QPs (see below).
 . "$ROXE_ROOT/tests/guest/lib.sh"
 IB=/sys/class/infiniband/roxe0
 seed=${ROXE_PACKETS_SEED:-1}
@@ -37,6 +39,21 @@ else
 	fail "bad-packets.py exited $? (seed $seed): $(tail -1 "$log")"
 fi
 sed 's/^/    /' "$log"
+
+# live-packets.py plays a hostile peer that knows the live QPN, PSN and
+# rkeys: in-window packets at RC QPs of roxe0 that break IBTA's payload
+# sizes (one at an MR that ends at 2^64, which used to overflow an address
+# in the receive softirq) and duplicate READs that ask for what was never
+# served. Each must be NAKed or dropped, and counted, with memory untouched.
+live=$ROXE_OUT/live-packets.log
+if gid=$(wait_for 10 gid_index_v4 roxe0 && gid_index_v4 roxe0) &&
+	timeout -k 5 180 python3 "$ROXE_ROOT/tests/guest/live-packets.py" --dev roxe0 \
+		--ip "$ROXE_LOCAL_IP" --gid-index "$gid" >"$live" 2>&1; then
+	pass "live-packets.py: $(tail -1 "$live")"
+else
+	fail "live-packets.py exited $? (GID index ${gid:-none}): $(tail -1 "$live")"
+fi
+sed 's/^/    /' "$live"
 
 # rdma statistic reads the same counters through netlink.
 icrc=$(cat $IB/ports/1/hw_counters/rx_drop_icrc 2>/dev/null)

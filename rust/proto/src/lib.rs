@@ -23,6 +23,7 @@ pub mod mtu;
 pub mod opcode;
 pub mod psn;
 pub mod qp;
+pub mod resp;
 pub mod ring;
 pub mod seg;
 pub mod udp;

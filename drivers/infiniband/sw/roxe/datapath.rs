@@ -22,6 +22,7 @@ use crate::proto::mtu::IbMtu;
 use crate::proto::opcode::{Opcode, Operation, Position, Transport as Wire};
 use crate::proto::psn::Psn;
 use crate::proto::qp::{State, RECV_WQE_HEADER, SEND_WQE_HEADER, SGE_SIZE};
+use crate::proto::resp::{self, ReadRequest};
 use crate::proto::seg;
 use crate::proto::udp;
 use crate::proto::wr::{SendOp, WcOp, WcStatus, MAX_SGE};
@@ -823,12 +824,35 @@ pub(crate) enum Drop {
     Key,
     /// A response nothing waits for.
     Unexpected,
+    /// A request packet whose payload is not the size its place in the
+    /// message demands, or that runs past (or stops short of) its RDMA
+    /// WRITE's DMA length, or a DMA length over 2^31.
+    Length,
+    /// A duplicate RDMA READ request that matches no request the responder
+    /// served and remembers, or that the QP or the key no longer allows.
+    Duplicate,
 }
 
 impl Drop {
     /// All reasons, in counter order.
-    pub(crate) const ALL: [Drop; 7] =
-        [Drop::Transport, Drop::State, Drop::Qkey, Drop::Psn, Drop::NoRecv, Drop::Key, Drop::Unexpected];
+    pub(crate) const ALL: [Drop; 9] = [
+        Drop::Transport,
+        Drop::State,
+        Drop::Qkey,
+        Drop::Psn,
+        Drop::NoRecv,
+        Drop::Key,
+        Drop::Unexpected,
+        Drop::Length,
+        Drop::Duplicate,
+    ];
+}
+
+/// The path MTU a connected QP cuts messages at, and so the size of the
+/// packets it takes: the QP's path MTU, or the route's if that is smaller.
+fn path_mtu(st: &QpState) -> u32 {
+    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes);
+    st.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()))
 }
 
 /// Takes the next receive WQE from the QP's RQ or SRQ.
@@ -917,16 +941,22 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             }
         } else if psn.diff(st.epsn) < 0 {
             // A duplicate: answer it again (reads are re-executed, which
-            // only reads memory; atomics are replayed, never redone).
+            // only reads memory, and only for a request served before;
+            // atomics are replayed, never redone).
             if pkt.opcode == Opcode::RcRdmaReadRequest {
-                let _ = read_response(qp, st, pkt);
+                return replay_read(qp, st, pkt);
             } else if matches!(pkt.opcode.operation(), Operation::CompareSwap | Operation::FetchAdd) {
                 if let Some(&(_, orig)) = st.atomic_replay.iter().find(|(p, _)| *p == psn.get()) {
                     send_atomic_ack(qp, st, psn, orig);
                 }
             } else if matches!(pkt.opcode.operation(), Operation::AtomicWrite | Operation::Flush) {
                 // Answered again, not written again (a flush again would
-                // change nothing).
+                // change nothing), and only if one was executed at this
+                // PSN: its answer would otherwise stand in for any read
+                // response the requester still waits for there.
+                if st.reads.find(&answered_empty(psn), path_mtu(st)).is_none() {
+                    return Err(Drop::Duplicate);
+                }
                 send_read_ack(qp, st, psn, st.msn);
             } else {
                 send_ack(qp, st, st.epsn.wrapping_sub(1), Syndrome::ACK);
@@ -942,6 +972,19 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
     }
     st.nak_sent = false;
     let op = pkt.opcode.operation();
+    if matches!(op, Operation::Send | Operation::RdmaWrite)
+        && !resp::payload_len_ok(pos, pkt.payload.len(), path_mtu(st))
+    {
+        // Checked before anything is taken or written: a packet of the
+        // wrong size is an invalid request.
+        if rc {
+            nak(qp, st, psn, Nak::Length);
+        } else {
+            st.recv = None;
+            st.wctx = None;
+        }
+        return Err(Drop::Length);
+    }
     let access = st.attr.access_flags;
     let result = match op {
         Operation::Send => recv_send(qp, st, pkt),
@@ -968,7 +1011,11 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             } else {
                 return read_response(qp, st, pkt).map_err(|n| {
                     nak(qp, st, psn, n);
-                    Drop::Key
+                    if n == Nak::Length {
+                        Drop::Length
+                    } else {
+                        Drop::Key
+                    }
                 });
             }
         }
@@ -997,7 +1044,7 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             if rc {
                 nak(qp, st, psn, n);
             }
-            Err(Drop::Key)
+            Err(if n == Nak::Length { Drop::Length } else { Drop::Key })
         }
     }
 }
@@ -1007,8 +1054,12 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
 enum Nak {
     /// No receive WQE: RNR NAK.
     Rnr,
-    /// Invalid request (bad opcode sequence, too long).
+    /// Invalid request (bad opcode sequence).
     Invalid,
+    /// Invalid request: a length that breaks the rules of
+    /// [`resp::payload_len_ok`] or [`resp::write_place`], or a DMA length
+    /// over [`resp::MAX_DMA_LEN`]. Counted apart from the others.
+    Length,
     /// Remote access error (key, rights, bounds).
     Access,
     /// Remote operational error (the local write failed).
@@ -1019,7 +1070,7 @@ enum Nak {
 /// the message in progress.
 fn nak(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn, n: Nak) {
     let code = match n {
-        Nak::Invalid | Nak::Rnr => NakCode::InvalidRequest,
+        Nak::Invalid | Nak::Length | Nak::Rnr => NakCode::InvalidRequest,
         Nak::Access => NakCode::RemoteAccessError,
         Nak::Operational => NakCode::RemoteOperationalError,
     };
@@ -1088,6 +1139,9 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
             return Err(Nak::Invalid);
         }
         let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
+        if reth.dma_len > resp::MAX_DMA_LEN {
+            return Err(Nak::Length);
+        }
         if access & REMOTE_WRITE == 0 {
             return Err(Nak::Access);
         }
@@ -1098,13 +1152,12 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
         st.wctx = Some(crate::qp::WriteProgress { rkey: reth.rkey, va: reth.va, len: reth.dma_len, off: 0 });
     }
     let Some(w) = st.wctx.as_mut() else { return Err(Nak::Invalid) };
-    // CAST: a payload is at most one MTU.
+    // CAST: a payload is at most one MTU (`resp::payload_len_ok`).
     let n = pkt.payload.len() as u32;
-    if w.off.checked_add(n).is_none_or(|end| end > w.len) {
+    let Some((va, end)) = resp::write_place(w.va, w.off, n, w.len, pos) else {
         st.wctx = None;
-        return Err(Nak::Invalid);
-    }
-    let va = w.va + u64::from(w.off);
+        return Err(Nak::Length);
+    };
     let (rkey, imm) = (w.rkey, pkt.ext.immdt.filter(|_| pos.ends_message()));
     // Write with immediate consumes a receive WQE (with no data) at its
     // last packet. It is taken before anything changes, once the key has
@@ -1124,7 +1177,7 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
             .map_err(|_: KeyError| Nak::Access)?;
     }
     let Some(w) = st.wctx.as_mut() else { return Err(Nak::Invalid) };
-    w.off += n;
+    w.off = end;
     if !pos.ends_message() {
         return Ok(());
     }
@@ -1185,6 +1238,13 @@ fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Re
     Ok(())
 }
 
+/// What the responder remembers of an Atomic Write or FLUSH it executed at
+/// `psn`, among its read requests: an empty read, whose answer is the same
+/// empty RDMA READ RESPONSE ONLY that a duplicate of it gets.
+fn answered_empty(psn: Psn) -> ReadRequest {
+    ReadRequest { va: 0, psn, rkey: 0, len: 0 }
+}
+
 /// Sends the empty RDMA READ RESPONSE ONLY that acknowledges an Atomic
 /// Write at `psn`, with MSN `msn`.
 fn send_read_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, msn: u32) {
@@ -1206,6 +1266,7 @@ fn atomic_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::resu
         .map_err(|_| Nak::Access)?;
     // The response carries the MSN of this message.
     send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
+    st.reads.remember(answered_empty(pkt.bth.psn), usize::from(st.attr.max_dest_rd_atomic));
     Ok(())
 }
 
@@ -1239,14 +1300,21 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, qp_access: u32) -> c
     checked.map_err(|_| Nak::Access)?;
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
     send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
+    st.reads.remember(answered_empty(pkt.bth.psn), usize::from(st.attr.max_dest_rd_atomic));
     Ok(())
 }
 
 /// Answers an RDMA READ request with response packets.
+///
+/// A request at the expected PSN is remembered, so that a duplicate of it
+/// can be answered again ([`replay_read`]).
 fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
     let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
+    if reth.dma_len > resp::MAX_DMA_LEN {
+        return Err(Nak::Length);
+    }
+    let mtu = path_mtu(st);
     let Some(path) = st.path.as_ref() else { return Err(Nak::Invalid) };
-    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes).min(path.mtu());
     let n = seg::packet_count(reth.dma_len, mtu).ok_or(Nak::Invalid)?;
     let dev = qp.device().data();
     let pd = qp.pd_id();
@@ -1266,14 +1334,17 @@ fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
         let pos = seg::position(i, n);
         let opcode = seg::read_response_opcode(pos);
         let off = i * mtu;
-        let plen = (reth.dma_len - off).min(mtu);
+        // `off` is below the DMA length, or both are 0.
+        let plen = reth.dma_len.saturating_sub(off).min(mtu);
         let mut bth = Bth::new(opcode, DEFAULT_PKEY, st.attr.dest_qp_num, pkt.bth.psn.wrapping_add(i));
         bth.pad = headers::pad_len(plen as usize);
         let ext = Ext {
             aeth: (pos != Position::Middle).then_some(Aeth { syndrome: Syndrome::ACK.to_u8(), msn }),
             ..Ext::default()
         };
-        let va = reth.va + u64::from(off);
+        // Below the end of the range the key check passed (an empty read
+        // sends one empty packet at offset 0), so this does not wrap.
+        let va = reth.va.wrapping_add(u64::from(off));
         let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
             buf.is_empty()
                 || mr::with_rkey(dev, reth.rkey, pd, qpn, va, plen, REMOTE_READ, |m, o| m.read(o, buf)).is_ok()
@@ -1282,8 +1353,28 @@ fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
     if pkt.bth.psn == st.epsn {
         st.epsn = pkt.bth.psn.wrapping_add(n);
         st.msn = msn;
+        let req = ReadRequest { va: reth.va, psn: pkt.bth.psn, rkey: reth.rkey, len: reth.dma_len };
+        st.reads.remember(req, usize::from(st.attr.max_dest_rd_atomic));
     }
     Ok(())
+}
+
+/// Answers a duplicate RDMA READ request (its PSN is behind the expected
+/// one) again, if it asks for a request this responder served and still
+/// remembers, or for the tail of one ([`ReadRequest::covers`]), and if the
+/// QP and the key still allow it: `read_response` checks the key and range
+/// again. Anything else is dropped unanswered, as `Drop::Duplicate`; an
+/// answered duplicate counts as `Drop::Psn`, as other duplicates do.
+fn replay_read(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
+    let reth = pkt.ext.reth.ok_or(Drop::Duplicate)?;
+    let dup = ReadRequest { va: reth.va, psn: pkt.bth.psn, rkey: reth.rkey, len: reth.dma_len };
+    if st.attr.access_flags & REMOTE_READ == 0 || st.reads.find(&dup, path_mtu(st)).is_none() {
+        return Err(Drop::Duplicate);
+    }
+    match read_response(qp, st, pkt) {
+        Ok(()) => Err(Drop::Psn),
+        Err(_) => Err(Drop::Duplicate),
+    }
 }
 
 /// The completer: ACKs, NAKs and read responses for the requester.
@@ -1320,9 +1411,17 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         }
         let w = this.sq.read(idx);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::RdmaRead);
-        let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes);
-        let mtu = st.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()));
+        let mtu = path_mtu(st);
         let off = i.saturating_mul(mtu);
+        if op == SendOp::RdmaRead {
+            // Each response carries what the responder cuts at this path
+            // MTU: a full MTU, or the rest at the end. Anything else would
+            // put the bytes in the wrong place or complete the read short.
+            let total = msg_len(this, idx, &w).unwrap_or(0);
+            if pkt.payload.len() != total.saturating_sub(off).min(mtu) as usize {
+                return Err(Drop::Length);
+            }
+        }
         let status = match op {
             SendOp::RdmaRead => scatter_read(qp, idx, &w, off, pkt.payload),
             // An Atomic Write's answer carries no data: its SGE is the

@@ -16,6 +16,7 @@ use crate::device::{Roxe, PORT};
 use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
 use crate::proto::mtu::IbMtu;
 use crate::proto::qp::{self as qpx, State};
+use crate::proto::resp::ReadResources;
 use crate::proto::ring::Geometry;
 use crate::proto::wr::{SendOp, Transport, WcOp, WcStatus, MAX_INLINE, MAX_SGE};
 use crate::rdma::ah::{AhAttr, GidType};
@@ -151,6 +152,10 @@ pub(crate) struct QpState {
     pub(crate) nak_sent: bool,
     pub(crate) recv: Option<RecvProgress>,
     pub(crate) wctx: Option<WriteProgress>,
+    /// Responder: the RDMA READ requests served, the newest
+    /// `max_dest_rd_atomic` of them; only these are answered again as
+    /// duplicates.
+    pub(crate) reads: ReadResources<{ MAX_QP_RD_ATOM as usize }>,
 }
 
 impl QpState {
@@ -194,6 +199,7 @@ impl QpState {
         self.recv = None;
         self.wctx = None;
         self.nak_sent = false;
+        self.reads.clear();
     }
 }
 
@@ -360,6 +366,7 @@ pub(crate) fn create(
         nak_sent: false,
         recv: None,
         wctx: None,
+        reads: ReadResources::new(),
     };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
     Ok((

@@ -69,6 +69,8 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_drop_no_recv"),
     c_str!("rx_drop_key"),
     c_str!("rx_drop_unexpected"),
+    c_str!("rx_drop_length"),
+    c_str!("rx_drop_duplicate"),
 ];
 
 /// A device's packet counters.

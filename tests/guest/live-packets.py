@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""In-window hostile RoCEv2 packets against live roxe RC QPs, in one guest.
+
+usage: live-packets.py --dev DEV --ip ADDR --gid-index N
+
+bad-packets.py's packets never reach a QP. These do: this script plays a
+hostile peer that knows what it would learn by watching the wire or from a
+cooperating process, the QP number, the expected PSN and the rkeys. It sets
+up RC QPs on DEV (pyverbs) whose peer is a QP number that does not exist,
+at DEV's own address, so everything a QP sends back (read responses, ACKs,
+NAKs) goes through `lo`, where the script sees it on a packet socket. Then
+it sends requests on a raw socket (packets built as bad-packets.py builds
+them, with their ICRC) and checks what comes back, what lands in memory and
+which counter each drop is charged to.
+
+Payload sizes (issue 13, finding 2). IBTA has First and Middle packets carry
+exactly the path MTU, Last packets 1 byte to one MTU, and Only packets at
+most one MTU; an RDMA WRITE's packets must add up to its DMA length. Each
+breach must be NAKed as an invalid request, counted as rx_drop_length, and
+leave memory alone. One MR is registered with ibv_reg_mr_iova2 so that it
+ends at 2^64: a write that fills it to the top, then an empty packet past
+its end, made the old responder compute an address past 2^64, which panics
+in the receive softirq with overflow checks on. Writes that fill the MR up
+to its last byte the legal way must still land.
+
+Duplicate RDMA READs (finding 3). A READ whose PSN is behind the expected
+one may only be answered if it asks again for (the tail of) a request the
+QP served and still remembers (the newest max_dest_rd_atomic of them),
+with the same rkey and range, and only while the QP grants remote read.
+Anything else is dropped unanswered and counted as rx_drop_duplicate.
+
+Read responses (the sweep). A QP's own READ must take only responses of
+the size the responder cuts them at; a short one must not complete it.
+
+Prints `ok   ...` or `FAIL ...` per check, then `live-packets: N ok, M
+failed`; the exit status is 0 only if every check passed.
+"""
+import argparse
+import ctypes
+import importlib.util
+import mmap
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, SendWR
+
+_spec = importlib.util.spec_from_file_location(
+    "bad_packets", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bad-packets.py"))
+bp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bp)
+
+MTU = 1024
+# Nothing has this QP number: what the QPs send back is dropped as
+# rx_drop_unknown_qp, after the packet socket has seen it.
+PEER_QPN = bp.MISSING_QPN
+PSN = 0x100
+TOP_LEN = 4096
+# The MR that ends at 2^64.
+TOP_IOVA = (1 << 64) - TOP_LEN
+LW, RW, RR = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_REMOTE_READ
+
+# Request opcodes (RC).
+SEND_FIRST, SEND_ONLY = 0x00, 0x04
+WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_ONLY = 0x06, 0x07, 0x08, 0x0a
+READ_REQUEST = 0x0c
+# Response opcodes.
+READ_RESPONSES = (0x0d, 0x0e, 0x0f, 0x10)
+ACKNOWLEDGE = 0x11
+# AETH syndromes: NAK invalid request, NAK remote access error.
+NAK_INVALID, NAK_ACCESS = 0x61, 0x62
+ETH_P_ALL = 0x0003
+
+
+class Checks:
+    def __init__(self):
+        self.ok = 0
+        self.failed = 0
+
+    def __call__(self, good, what):
+        print(("ok   " if good else "FAIL ") + what, flush=True)
+        if good:
+            self.ok += 1
+        else:
+            self.failed += 1
+        return good
+
+
+class Wire:
+    """Sends requests to a QP from the hostile peer and collects what the
+    QPs send back to it."""
+
+    def __init__(self, ip, dev, port):
+        self.ip = ip
+        self.pk = bp.Packets(ip)
+        self.tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        self.tx.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+        self.rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.rx.bind(("lo", 0))
+        self.rx.setblocking(False)
+        self.counters = bp.Counters(dev, port)
+
+    def send(self, qpn, opcode, psn, ext=b"", payload=b""):
+        pad = -len(payload) % 4
+        roce = bp.bth(opcode, qpn, psn=psn, pad=pad) + ext + payload + bytes(pad)
+        self.tx.sendto(self.pk.make(roce), (self.ip, 0))
+
+    def drain(self):
+        """Everything roxe sent to PEER_QPN since the last call, as (opcode,
+        PSN, AETH syndrome or None), each packet once (as `lo` received it)."""
+        time.sleep(0.4)
+        out = []
+        while select.select([self.rx], [], [], 0.3)[0]:
+            data, addr = self.rx.recvfrom(65535)
+            if addr[2] != socket.PACKET_HOST or len(data) < 14 + 20 + 8 + 12:
+                continue
+            ip = data[14:]
+            ihl = (ip[0] & 0xf) * 4
+            if ip[0] >> 4 != 4 or ip[9] != socket.IPPROTO_UDP:
+                continue
+            udp = ip[ihl:]
+            if struct.unpack("!H", udp[2:4])[0] != bp.ROCE_PORT:
+                continue
+            roce = udp[8:]
+            opcode = roce[0]
+            qpn = struct.unpack("!I", roce[4:8])[0] & 0xffffff
+            psn = struct.unpack("!I", roce[8:12])[0] & 0xffffff
+            if qpn != PEER_QPN:
+                continue
+            syndrome = roce[12] if opcode == ACKNOWLEDGE and len(roce) >= 16 else None
+            out.append((opcode, psn, syndrome))
+        return out
+
+
+def reads(got):
+    return [p for p in got if p[0] in READ_RESPONSES]
+
+
+def naks(got, syndrome):
+    return [p for p in got if p[0] == ACKNOWLEDGE and p[2] == syndrome]
+
+
+def reg_mr_iova(pd, length, iova, access):
+    """An MR over fresh anonymous memory at `iova`, through libibverbs'
+    ibv_reg_mr_iova2 (pyverbs 44 has no iova). Returns (mmap, ibv_mr *,
+    rkey)."""
+    lib = ctypes.CDLL("libibverbs.so.1", use_errno=True)
+    lib.ibv_reg_mr_iova2.restype = ctypes.c_void_p
+    lib.ibv_reg_mr_iova2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                     ctypes.c_uint64, ctypes.c_uint]
+    lib.ibv_dereg_mr.argtypes = [ctypes.c_void_p]
+    mem = mmap.mmap(-1, length)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mem))
+    # pyverbs 44's PD.pd is the struct ibv_pd pointer cast to a Python
+    # object (`<object>self.pd`), not a number: never use that object, only
+    # its id(), which is the pointer. (Taking and dropping the reference
+    # adds 1 to pd->context, the "refcount", and takes it away again.)
+    mr = lib.ibv_reg_mr_iova2(id(pd.pd), addr, length, iova, access)
+    if not mr:
+        raise OSError(ctypes.get_errno(), "ibv_reg_mr_iova2")
+    # struct ibv_mr: context, pd, addr, length, then handle, lkey, rkey.
+    rkey = ctypes.c_uint32.from_address(mr + 40).value
+    return mem, mr, rkey, lambda: lib.ibv_dereg_mr(mr)
+
+
+class Victim:
+    """The device's side: a PD, a CQ and RC QPs connected to PEER_QPN."""
+
+    def __init__(self, dev, gid_index):
+        self.ctx = Context(name=dev)
+        self.pd = PD(self.ctx)
+        self.cq = CQ(self.ctx, 16)
+        self.gid = self.ctx.query_gid(1, gid_index)
+        self.gid_index = gid_index
+        self.qps = []
+
+    def qp(self, access, max_dest_rd_atomic=4):
+        cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+        qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
+        a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+        a.pkey_index = 0
+        a.qp_access_flags = access
+        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+        a = QPAttr(qp_state=e.IBV_QPS_RTR, port_num=1, path_mtu=e.IBV_MTU_1024)
+        a.dest_qp_num = PEER_QPN
+        a.rq_psn = PSN
+        a.max_dest_rd_atomic = max_dest_rd_atomic
+        a.min_rnr_timer = 1
+        a.ah_attr = AHAttr(port_num=1, is_global=1,
+                           gr=GlobalRoute(dgid=self.gid, sgid_index=self.gid_index))
+        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
+                  e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
+        a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=1)
+        a.sq_psn = PSN
+        # About 4 s: no retry while the script takes its time.
+        a.timeout = 20
+        a.retry_cnt = 7
+        a.rnr_retry = 7
+        a.max_rd_atomic = 1
+        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT |
+                  e.IBV_QP_RNR_RETRY | e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+        self.qps.append(qp)
+        return qp
+
+
+def counted(wire, before, name):
+    return bp.delta(before, wire.counters.read()).get(name, 0)
+
+
+def duplicate_reads(v, w, check):
+    """Finding 3: duplicate READs replay only what was served."""
+    secret = MR(v.pd, 8192, LW | RW | RR)
+    secret.write(b"S" * 8192, 8192, 0)
+    other = MR(v.pd, 4096, LW | RW | RR)
+    other.write(b"O" * 4096, 4096, 0)
+    va = secret.buf
+
+    def read(qp, psn, addr, length, rkey=secret.rkey):
+        w.send(qp.qp_num, READ_REQUEST, psn, bp.reth(addr, rkey, length))
+
+    # A QP that never granted remote read, and an MR in its PD that does.
+    qp = v.qp(LW | RW)
+    w.drain()
+    before = w.counters.read()
+    read(qp, PSN - 1, va, 64)
+    read(qp, PSN - 0x1000, va, 8192)
+    got = w.drain()
+    check(not reads(got), f"no-remote-read QP: duplicate READs (PSN behind) get no response "
+          f"(got {len(reads(got))} read responses)")
+    check(counted(w, before, "rx_drop_duplicate") == 2, "... and count as rx_drop_duplicate +2 "
+          f"({bp.fmt(bp.delta(before, w.counters.read()))})")
+    read(qp, PSN, va, 64)
+    got = w.drain()
+    check(not reads(got) and len(naks(got, NAK_ACCESS)) == 1,
+          f"no-remote-read QP: the READ at the expected PSN is NAKed, remote access ({got})")
+
+    # A QP that grants remote read and keeps 3 responder resources.
+    qp = v.qp(LW | RR, max_dest_rd_atomic=3)
+    w.drain()
+    served = [(PSN, va, 2048, 2), (PSN + 2, va, 64, 1), (PSN + 3, va + 64, 64, 1)]
+    for psn, addr, length, n in served:
+        read(qp, psn, addr, length)
+        got = w.drain()
+        check(len(reads(got)) == n, f"READ at PSN {psn:#x}, {length} bytes: {n} responses ({got})")
+    cases = [
+        ("the tail of the 2-packet READ", PSN + 1, va + 1024, 1024, secret.rkey, 1),
+        ("the 2-packet READ again", PSN, va, 2048, secret.rkey, 2),
+        ("another MR's rkey", PSN + 2, other.buf, 64, other.rkey, 0),
+        ("a longer range", PSN + 2, va, 128, secret.rkey, 0),
+        ("another address", PSN + 2, va + 8, 64, secret.rkey, 0),
+        ("a PSN never served", PSN - 1, va, 64, secret.rkey, 0),
+        ("a PSN served, wrong response offset", PSN + 1, va, 1024, secret.rkey, 0),
+    ]
+    for what, psn, addr, length, rkey, n in cases:
+        before = w.counters.read()
+        read(qp, psn, addr, length, rkey)
+        got = w.drain()
+        charged = "rx_drop_psn" if n else "rx_drop_duplicate"
+        check(len(reads(got)) == n and counted(w, before, charged) == 1,
+              f"duplicate READ, {what}: {n} responses, {charged} +1 (got {len(reads(got))}; "
+              f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+    # A fourth READ: the first is forgotten (max_dest_rd_atomic 3).
+    read(qp, PSN + 4, va, 64)
+    check(len(reads(w.drain())) == 1, "a fourth READ is served")
+    read(qp, PSN, va, 2048)
+    got = w.drain()
+    check(not reads(got), f"duplicate of the first READ after 3 newer ones: forgotten, no response ({got})")
+    read(qp, PSN + 3, va + 64, 64)
+    check(len(reads(w.drain())) == 1, "duplicate of the third READ: still remembered, answered")
+    # The QP stops granting remote read: nothing is replayed any more.
+    a = QPAttr(qp_state=e.IBV_QPS_RTS)
+    a.qp_access_flags = LW
+    qp.modify(a, e.IBV_QP_ACCESS_FLAGS)
+    read(qp, PSN + 3, va + 64, 64)
+    got = w.drain()
+    check(not reads(got), f"after the QP's remote read is revoked, a remembered duplicate gets no response ({got})")
+
+
+def payload_sizes(v, w, check):
+    """Finding 2: payload sizes, and the MR that ends at 2^64."""
+    mem, _, rkey, dereg = reg_mr_iova(v.pd, TOP_LEN, TOP_IOVA, LW | RW | RR)
+    check(True, f"MR at iova {TOP_IOVA:#x}, {TOP_LEN} bytes (ends at 2^64), rkey {rkey:#x}")
+
+    def write(qp, opcode, psn, payload, addr=None, length=None):
+        ext = b"" if addr is None else bp.reth(addr, rkey, length)
+        w.send(qp.qp_num, opcode, psn, ext, payload)
+
+    def region(off, n):
+        return bytes(mem[off:off + n])
+
+    # Legal writes up to the last byte of the address space land.
+    qp = v.qp(LW | RW)
+    write(qp, WRITE_ONLY, PSN, b"A" * 256, TOP_IOVA + TOP_LEN - 256, 256)
+    got = w.drain()
+    check(region(TOP_LEN - 256, 256) == b"A" * 256 and not got,
+          f"WRITE Only of the MR's last 256 bytes lands ({got})")
+    write(qp, WRITE_FIRST, PSN + 1, b"B" * MTU, TOP_IOVA + TOP_LEN - 2048, 2048)
+    write(qp, WRITE_LAST, PSN + 2, b"C" * MTU)
+    got = w.drain()
+    check(region(TOP_LEN - 2048, 2048) == b"B" * MTU + b"C" * MTU and not got,
+          f"WRITE First + Last up to 2^64 lands ({got})")
+
+    mem[:] = bytes(TOP_LEN)
+    bad = [
+        # (what, packets after a good First or none, payload sizes)
+        ("First shorter than the MTU", [(WRITE_FIRST, 0, 512, 2048)]),
+        ("Only longer than the MTU", [(WRITE_ONLY, 0, MTU + 4, MTU + 4)]),
+        ("empty Middle", [(WRITE_FIRST, 0, MTU, 3072), (WRITE_MIDDLE, 1, 0, None)]),
+        ("Middle that reaches the DMA length", [(WRITE_FIRST, 0, MTU, 2048), (WRITE_MIDDLE, 1, MTU, None)]),
+        ("Last short of the DMA length", [(WRITE_FIRST, 0, MTU, 2048), (WRITE_LAST, 1, 512, None)]),
+        ("empty Last", [(WRITE_FIRST, 0, MTU, 2048), (WRITE_LAST, 1, 0, None)]),
+    ]
+    for what, pkts in bad:
+        qp = v.qp(LW | RW)
+        w.drain()
+        before = w.counters.read()
+        for opcode, i, n, length in pkts:
+            if length is None:
+                write(qp, opcode, PSN + i, b"X" * n)
+            else:
+                write(qp, opcode, PSN + i, b"X" * n, TOP_IOVA + TOP_LEN - length, length)
+        got = w.drain()
+        last_psn = PSN + pkts[-1][1]
+        nak = [p for p in naks(got, NAK_INVALID) if p[1] == last_psn]
+        # The good First of a longer message writes its MTU; nothing else.
+        wrote = region(0, TOP_LEN).count(b"X")
+        good = MTU if len(pkts) > 1 else 0
+        check(len(nak) == 1 and counted(w, before, "rx_drop_length") == 1 and wrote == good,
+              f"WRITE, {what}: NAK invalid request at PSN {last_psn:#x}, rx_drop_length +1, "
+              f"{good} bytes written (got {got}; {wrote} bytes; {bp.fmt(bp.delta(before, w.counters.read()))})")
+        mem[:] = bytes(TOP_LEN)
+
+    qp = v.qp(LW | RW)
+    w.drain()
+    before = w.counters.read()
+    w.send(qp.qp_num, SEND_FIRST, PSN, b"", b"X" * 512)
+    got = w.drain()
+    check(len(naks(got, NAK_INVALID)) == 1 and counted(w, before, "rx_drop_length") == 1,
+          f"SEND First shorter than the MTU: NAK invalid request, rx_drop_length +1 ({got})")
+
+    # The old overflow: a message that fills the MR to 2^64 through a
+    # Middle, then an empty Last at the next PSN (its address is 2^64), and
+    # an empty Last where the responder now expects one.
+    qp = v.qp(LW | RW)
+    w.drain()
+    write(qp, WRITE_FIRST, PSN, b"Y" * MTU, TOP_IOVA + TOP_LEN - 2048, 2048)
+    write(qp, WRITE_MIDDLE, PSN + 1, b"Z" * MTU)
+    write(qp, WRITE_LAST, PSN + 2, b"")
+    write(qp, WRITE_LAST, PSN + 1, b"")
+    got = w.drain()
+    check(region(TOP_LEN - 2048, 2048) == b"Y" * MTU + bytes(MTU),
+          f"WRITE to 2^64 then empty packets past its end: only the First lands, no crash ({got})")
+    dereg()
+
+
+def read_responses(v, w, check):
+    """The sweep: the requester takes only read responses of the size the
+    responder must cut them at."""
+    buf = MR(v.pd, 2048, LW | RW | RR)
+    buf.write(bytes(2048), 2048, 0)
+    qp = v.qp(LW)
+    w.drain()
+    wr = SendWR(opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(buf.buf, 1500, buf.lkey)])
+    wr.set_wr_rdma(0x1234, 0x10000)
+    qp.post_send(wr)
+    got = w.drain()
+    check([p[:2] for p in got] == [(READ_REQUEST, PSN)], f"the QP asks for 1500 bytes at PSN {PSN:#x} ({got})")
+
+    def respond(opcode, psn, payload):
+        w.send(qp.qp_num, opcode, psn, bp.aeth(0, 1) if opcode != 0x0e else b"", payload)
+
+    def completion():
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            n, wcs = v.cq.poll(1)
+            if n:
+                return wcs[0]
+            time.sleep(0.01)
+        return None
+
+    before = w.counters.read()
+    respond(0x0d, PSN, b"F" * 512)
+    respond(0x0f, PSN + 1, b"L" * 476)
+    wc = completion()
+    # The short First is dropped; the Last then looks like a gap, which
+    # sends the request again.
+    check(wc is None and counted(w, before, "rx_drop_length") == 1,
+          f"a read response First of 512 bytes (not 1024) is dropped as rx_drop_length, and the "
+          f"READ does not complete (got {wc and wc.status}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.drain()
+    respond(0x0d, PSN, b"F" * MTU)
+    respond(0x0f, PSN + 1, b"L" * 476)
+    wc = completion()
+    check(wc is not None and wc.status == e.IBV_WC_SUCCESS and
+          buf.read(1500, 0) == b"F" * MTU + b"L" * 476 and buf.read(548, 1500) == bytes(548),
+          f"responses of 1024 + 476 bytes complete the READ with its data (status {wc and wc.status})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dev", default="roxe0")
+    ap.add_argument("--ip", required=True, help="the address of DEV's netdev")
+    ap.add_argument("--gid-index", type=int, required=True, help="DEV's RoCE v2 GID for --ip")
+    args = ap.parse_args()
+    check = Checks()
+    w = Wire(args.ip, args.dev, 1)
+    v = Victim(args.dev, args.gid_index)
+    for part in (duplicate_reads, read_responses, payload_sizes):
+        try:
+            part(v, w, check)
+        except Exception as err:  # a failed verb ends the part, not the run
+            check(False, f"{part.__name__}: {type(err).__name__}: {err}")
+    print(f"live-packets: {check.ok} ok, {check.failed} failed")
+    return 0 if check.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
