@@ -135,7 +135,14 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// Creates an AH. When `sleepable` is false the caller is in atomic
     /// context and nothing may sleep.
-    fn create_ah(dev: &Device<Self>, attr: &AhAttr, sleepable: bool, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
+    /// The AH belongs to `pd`; with `udata` it is a user AH.
+    fn create_ah(
+        dev: &Device<Self>,
+        pd: &Pd<Self>,
+        attr: &AhAttr,
+        sleepable: bool,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Self::Ah>;
 
     /// Destroys an AH.
     fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);

@@ -292,8 +292,14 @@ impl Driver for Roxe {
 
     type Ah = RoxeAh;
 
-    fn create_ah(dev: &Device<Self>, attr: &AhAttr, sleepable: bool, udata: Option<&UData<'_>>) -> Result<RoxeAh> {
-        ah::create(dev, attr, sleepable, udata)
+    fn create_ah(
+        dev: &Device<Self>,
+        pd: &Pd<Self>,
+        attr: &AhAttr,
+        sleepable: bool,
+        udata: Option<&UData<'_>>,
+    ) -> Result<RoxeAh> {
+        ah::create(dev, pd, attr, sleepable, udata)
     }
 
     fn destroy_ah(dev: &Device<Self>, a: RoxeAh) {
