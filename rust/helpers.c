@@ -6,6 +6,7 @@
 #include <linux/if_vlan.h>
 #include <net/addrconf.h>
 #include <linux/vmalloc.h>
+#include <linux/moduleparam.h>
 #include <linux/inetdevice.h>
 #include <linux/highmem.h>
 #include <linux/uaccess.h>
@@ -378,4 +379,21 @@ void *roxe_kmap_local_page(struct page *page)
 void roxe_kunmap_local(void *addr)
 {
 	kunmap_local(addr);
+}
+
+/*
+ * Test only: fault injection for error paths that the test kernel's own
+ * fault injection cannot reach (it is built without CONFIG_FAULT_INJECTION).
+ * The module parameter is a countdown; rust/rdma/fault.rs holds the logic.
+ * Writing N > 0 to /sys/module/roxe/parameters/fail_qp_table makes the Nth
+ * QP creation from then on fail its per-WQE table allocation with -ENOMEM,
+ * after the QP number was taken. 0, the default, injects nothing.
+ */
+static unsigned int fail_qp_table;
+module_param(fail_qp_table, uint, 0600);
+MODULE_PARM_DESC(fail_qp_table, "test only: fail the PSN table allocation of the Nth next QP creation (0: never)");
+
+unsigned int *roxe_fail_qp_table(void)
+{
+	return &fail_qp_table;
 }

@@ -79,4 +79,6 @@ long roxe_kernel_write(u64 dst, const void *src, size_t n);
 
 void *roxe_kmap_local_page(struct page *page);
 void roxe_kunmap_local(void *addr);
+
+unsigned int *roxe_fail_qp_table(void);
 #endif

@@ -3,6 +3,7 @@
 //! Address handles (`struct ib_ah`).
 
 use super::device::{Device, Driver};
+use super::pd::Pd;
 use super::udata::UData;
 use crate::bindings;
 use core::ptr::addr_of_mut;
@@ -137,9 +138,11 @@ impl<T: Driver> Ah<T> {
             let sleepable = init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
             // SAFETY: The core passes NULL or the call's valid udata.
             let udata = unsafe { UData::from_raw(udata) };
-            // SAFETY: The core set `device` on the zeroed allocation.
-            let dev = unsafe { Device::<T>::from_raw((*ah).device) };
-            let data = T::create_ah(dev, &attr, sleepable, udata.as_ref())?;
+            // SAFETY: The core set `device` and `pd` (a live PD of the
+            // device, which the AH holds a use count on) on the zeroed
+            // allocation before the call.
+            let (dev, pd) = unsafe { (Device::<T>::from_raw((*ah).device), Pd::<T>::from_raw((*ah).pd)) };
+            let data = T::create_ah(dev, pd, &attr, sleepable, udata.as_ref())?;
             let this = ah.cast::<Self>();
             // SAFETY: The container has room for `data` (`size_ib_ah`).
             unsafe { addr_of_mut!((*this).data).write(data) };

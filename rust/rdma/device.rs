@@ -135,7 +135,14 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// Creates an AH. When `sleepable` is false the caller is in atomic
     /// context and nothing may sleep.
-    fn create_ah(dev: &Device<Self>, attr: &AhAttr, sleepable: bool, udata: Option<&UData<'_>>) -> Result<Self::Ah>;
+    /// The AH belongs to `pd`; with `udata` it is a user AH.
+    fn create_ah(
+        dev: &Device<Self>,
+        pd: &Pd<Self>,
+        attr: &AhAttr,
+        sleepable: bool,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Self::Ah>;
 
     /// Destroys an AH.
     fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);
@@ -144,12 +151,14 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     type Qp: Send + Sync;
 
     /// Creates a QP. Returns the initialiser of its state, the queue sizes
-    /// actually granted, and the QP number.
+    /// actually granted, and the QP number. Everything that can fail
+    /// happens here: the initialiser cannot, so once this returns the QP
+    /// exists and `destroy_qp` gives back what it holds.
     fn create_qp(
         qp: &NewQp<'_, Self>,
         init: &QpInit,
         udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<Self::Qp, Error>, QpCap, u32)>;
+    ) -> Result<(impl PinInit<Self::Qp>, QpCap, u32)>;
 
     /// Changes QP attributes and state; `mask` says which fields of `attr`
     /// are meant.

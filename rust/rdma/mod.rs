@@ -10,6 +10,7 @@ pub(crate) mod ah;
 pub(crate) mod attr;
 pub(crate) mod cq;
 pub(crate) mod errno;
+pub(crate) mod fault;
 pub(crate) mod device;
 pub(crate) mod link;
 pub(crate) mod mr;

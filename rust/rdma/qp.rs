@@ -408,7 +408,11 @@ impl<T: Driver> Qp<T> {
             let new = NewQp::<T> { ib: unsafe { &*qp.cast::<Opaque<bindings::ib_qp>>() }, _p: PhantomData };
             let (data, cap, qpn) = T::create_qp(&new, &qinit, udata.as_ref())?;
             // SAFETY: Room for `data` (`size_ib_qp`); pinned by the core.
-            unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
+            // The initialiser cannot fail (`Infallible`): what `create_qp`
+            // took is owned by the QP from here on.
+            if let Err(never) = unsafe { data.__pinned_init(addr_of_mut!((*this).data)) } {
+                match never {}
+            }
             // SAFETY: The timer field is ours and not in use; nothing can
             // arm it before the QP is published below.
             unsafe { bindings::roxe_timer_setup(Opaque::raw_get(addr_of_mut!((*this).timer)), Some(Self::timer_cb)) };

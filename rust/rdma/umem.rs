@@ -56,6 +56,16 @@ impl Umem {
         Ok(Self { raw })
     }
 
+    /// Whether the pages were pinned for writing (`FOLL_WRITE`): `ib_umem_get`
+    /// decides this once, from the access rights it was given, and the pin
+    /// never changes afterwards. Pages pinned read-only may belong to a file
+    /// the caller cannot write; nothing may ever write to them.
+    pub(crate) fn writable(&self) -> bool {
+        // SAFETY: The umem is live; `ib_umem_get` set the `writable` bit
+        // before returning it and nothing changes it later.
+        unsafe { (*self.raw.as_ptr()).writable() != 0 }
+    }
+
     /// Offset of the first byte into the first page.
     pub(crate) fn offset(&self) -> usize {
         // SAFETY: The umem is live.
@@ -96,7 +106,7 @@ impl Drop for Umem {
 /// `pages` are the pages `umem` pinned, in address order, and the range
 /// `offset..offset + len` lies within them.
 pub(crate) struct PinnedRange {
-    _umem: Umem,
+    umem: Umem,
     pages: KVec<PinnedPage>,
     offset: usize,
     len: usize,
@@ -115,12 +125,17 @@ impl PinnedRange {
             return Err(EFAULT);
         }
         // INVARIANT: checked just above.
-        Ok(Self { _umem: umem, pages, offset, len })
+        Ok(Self { umem, pages, offset, len })
     }
 
     /// Length in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether the pages were pinned for writing ([`Umem::writable`]).
+    pub(crate) fn writable(&self) -> bool {
+        self.umem.writable()
     }
 
     /// Calls `f(page, offset in page, bytes)` for each page piece of

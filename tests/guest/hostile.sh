@@ -31,6 +31,26 @@ sed 's/^/    /' "$ROXE_OUT/hostile.log"
 
 check "the device is still usable: ibv_devinfo" ibv_devinfo -d roxe0
 check "rdma link delete roxe0" rdma link delete roxe0
+
+# roxe logs "still accounted" when a device goes with a budget or the GSI
+# slot still taken: a leak (the qp-fault scenario fails QP creations after
+# their QP number was taken).
+no_leak() { ! dmesg | grep "still accounted"; }
+check "roxe0 went with nothing still accounted" no_leak
+
+# The GSI QP (QP1) fails the same way: the MAD layer creates it when the
+# device is added, so make that creation fail; the device comes up without
+# MADs, and must go again with the GSI slot given back.
+knob=/sys/module/roxe/parameters/fail_qp_table
+check "the fail_qp_table knob exists" test -w $knob
+echo 1 >$knob
+check "rdma link add roxe0 with QP1's creation failing" rdma link add roxe0 type roxe netdev "$ROXE_IF"
+knob_fired() { [ "$(cat $knob)" = 0 ]; }
+check "QP1's creation took the injected failure" knob_fired
+echo 0 >$knob
+check "rdma link delete roxe0 (no QP1)" rdma link delete roxe0
+check "roxe0 without QP1 went with nothing still accounted" no_leak
+
 check "rmmod roxe" rmmod roxe
 roxe_cleanup
 finish

@@ -32,6 +32,26 @@ pub const OPTIONAL_RANGE: u32 = 0x3ff0_0000;
 pub const SUPPORTED: u32 =
     LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC | MW_BIND | FLUSH_GLOBAL | FLUSH_PERSISTENT;
 
+/// The rights that let an MR's pages be written, by the device or through
+/// a window bound over it: the pages must have been pinned for writing
+/// (the set the RDMA core's `ib_access_writable` names).
+pub const WRITE_RIGHTS: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_ATOMIC | MW_BIND;
+
+/// Whether rights `flags` need pages pinned for writing.
+pub fn needs_writable_pin(flags: u32) -> bool {
+    flags & WRITE_RIGHTS != 0
+}
+
+/// The rights an MR whose pages were pinned with `pinned_writable` really
+/// grants of `flags`: without a writable pin, none that writes.
+pub fn effective(flags: u32, pinned_writable: bool) -> u32 {
+    if pinned_writable {
+        flags
+    } else {
+        flags & !WRITE_RIGHTS
+    }
+}
+
 /// Why a set of access flags is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessError {
@@ -192,6 +212,19 @@ mod tests {
         assert_eq!(check_mr(REMOTE_WRITE | LOCAL_WRITE), Ok(REMOTE_WRITE | LOCAL_WRITE));
         assert_eq!(check_mr(REMOTE_READ), Ok(REMOTE_READ));
         assert_eq!(check_mr(0), Ok(0));
+    }
+
+    #[test]
+    fn write_rights_need_a_writable_pin() {
+        for f in [LOCAL_WRITE, REMOTE_WRITE | LOCAL_WRITE, REMOTE_ATOMIC | LOCAL_WRITE, MW_BIND] {
+            assert!(needs_writable_pin(f), "{f:#x}");
+            assert_eq!(effective(f | REMOTE_READ, false), REMOTE_READ);
+            assert_eq!(effective(f | REMOTE_READ, true), f | REMOTE_READ);
+        }
+        for f in [0, REMOTE_READ, FLUSH_GLOBAL, REMOTE_READ | FLUSH_PERSISTENT] {
+            assert!(!needs_writable_pin(f), "{f:#x}");
+            assert_eq!(effective(f, false), f);
+        }
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub struct Errno(pub i32);
 
 /// The errnos the verbs commands use.
 pub const ENOENT: Errno = Errno(libc::ENOENT);
+pub const ENOMEM: Errno = Errno(libc::ENOMEM);
+pub const EACCES: Errno = Errno(libc::EACCES);
 pub const EFAULT: Errno = Errno(libc::EFAULT);
 pub const EBUSY: Errno = Errno(libc::EBUSY);
 pub const EINVAL: Errno = Errno(libc::EINVAL);

@@ -94,6 +94,21 @@ const SCENARIOS: &[Scenario] = &[
         run: scenario::big_flush::run,
     },
     Scenario {
+        name: "mr-rereg",
+        about: "REREG_MR adding write rights to pages pinned read-only (a 0444 file), and a window with write rights over them",
+        run: scenario::mr_rereg::run,
+    },
+    Scenario {
+        name: "ah-scope",
+        about: "UD sends through another ucontext's and another PD's AH number",
+        run: scenario::ah_scope::run,
+    },
+    Scenario {
+        name: "qp-fault",
+        about: "CREATE_QP failing after its QP number was taken (roxe's fail_qp_table knob); hostile.sh checks nothing leaked",
+        run: scenario::qp_fault::run,
+    },
+    Scenario {
         name: "teardown",
         about: "closing the device file with every object live and the rings still mapped",
         run: scenario::teardown::run,

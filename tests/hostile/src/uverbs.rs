@@ -23,8 +23,13 @@ pub mod cmd {
     pub const QUERY_DEVICE: u32 = 1;
     pub const ALLOC_PD: u32 = 3;
     pub const DEALLOC_PD: u32 = 4;
+    pub const CREATE_AH: u32 = 5;
+    pub const DESTROY_AH: u32 = 8;
     pub const REG_MR: u32 = 9;
+    pub const REREG_MR: u32 = 11;
     pub const DEREG_MR: u32 = 13;
+    pub const ALLOC_MW: u32 = 14;
+    pub const DEALLOC_MW: u32 = 16;
     pub const CREATE_COMP_CHANNEL: u32 = 17;
     pub const CREATE_CQ: u32 = 18;
     pub const RESIZE_CQ: u32 = 19;
@@ -47,6 +52,9 @@ const GET_CONTEXT_RESP: usize = 8;
 const QUERY_DEVICE_RESP: usize = 176;
 const ALLOC_PD_RESP: usize = 4;
 const REG_MR_RESP: usize = 12;
+const REREG_MR_RESP: usize = 8;
+const ALLOC_MW_RESP: usize = 8;
+const CREATE_AH_RESP: usize = 4;
 const CREATE_COMP_CHANNEL_RESP: usize = 4;
 const CREATE_CQ_RESP: usize = 8;
 const RESIZE_CQ_RESP: usize = 8;
@@ -187,6 +195,27 @@ pub struct Mr {
     pub handle: u32,
     pub lkey: u32,
     pub rkey: u32,
+}
+
+/// `enum ib_mr_rereg_flags`.
+pub mod rereg {
+    pub const TRANS: u32 = 1;
+    pub const PD: u32 = 2;
+    pub const ACCESS: u32 = 4;
+}
+
+/// A memory window as `ALLOC_MW` returned it.
+#[derive(Clone, Copy, Debug)]
+pub struct Mw {
+    pub handle: u32,
+    pub rkey: u32,
+}
+
+/// An address handle as `CREATE_AH` returned it, with roxe's number for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Ah {
+    pub handle: u32,
+    pub ah_num: u32,
 }
 
 /// A completion queue as `CREATE_CQ` returned it.
@@ -365,6 +394,60 @@ impl Verbs {
         let mut resp = vec![0u8; REG_MR_RESP];
         self.exec(cmd::REG_MR, &body, Some(&mut resp))?;
         Ok(Mr { handle: rd_u32(&resp, 0), lkey: rd_u32(&resp, 4), rkey: rd_u32(&resp, 8) })
+    }
+
+    /// `REREG_MR`: the keys the MR has afterwards.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rereg_mr(&self, mr: u32, flags: u32, start: u64, length: u64, iova: u64, pd: u32, access: u32) -> Result<(u32, u32), Errno> {
+        let body = Req::new().u32(mr).u32(flags).u64(start).u64(length).u64(iova).u32(pd).u32(access).done(40);
+        let mut resp = vec![0u8; REREG_MR_RESP];
+        self.exec(cmd::REREG_MR, &body, Some(&mut resp))?;
+        Ok((rd_u32(&resp, 0), rd_u32(&resp, 4)))
+    }
+
+    /// `ALLOC_MW` of type `mw_type` (1 or 2).
+    pub fn alloc_mw(&self, pd: u32, mw_type: u8) -> Result<Mw, Errno> {
+        let body = Req::new().u32(pd).u8(mw_type).bytes(&[0; 3]).done(8);
+        let mut resp = vec![0u8; ALLOC_MW_RESP];
+        self.exec(cmd::ALLOC_MW, &body, Some(&mut resp))?;
+        Ok(Mw { handle: rd_u32(&resp, 0), rkey: rd_u32(&resp, 4) })
+    }
+
+    /// `DEALLOC_MW`.
+    pub fn dealloc_mw(&self, mw: u32) -> Result<(), Errno> {
+        self.exec(cmd::DEALLOC_MW, &Req::new().u32(mw).done(4), None)
+    }
+
+    /// `CREATE_AH` in `pd` for a global route to `dgid` from GID index
+    /// `sgid_index` of port 1; roxe answers with the AH's number.
+    pub fn create_ah(&self, pd: u32, user_handle: u64, dgid: &[u8; 16], sgid_index: u8) -> Result<Ah, Errno> {
+        let body = Req::new()
+            .u64(user_handle)
+            .u32(pd)
+            .u32(0)
+            // struct ib_uverbs_ah_attr: grh, then the rest
+            .bytes(dgid)
+            .u32(0) // flow_label
+            .u8(sgid_index)
+            .u8(64) // hop_limit
+            .u8(0) // traffic_class
+            .u8(0)
+            .u16(0) // dlid
+            .u8(0) // sl
+            .u8(0) // src_path_bits
+            .u8(0) // static_rate
+            .u8(1) // is_global
+            .u8(1) // port_num
+            .u8(0)
+            .done(48);
+        let mut resp = vec![0u8; CREATE_AH_RESP + 8];
+        self.exec(cmd::CREATE_AH, &body, Some(&mut resp))?;
+        Ok(Ah { handle: rd_u32(&resp, 0), ah_num: rd_u32(&resp, CREATE_AH_RESP) })
+    }
+
+    /// `DESTROY_AH`.
+    pub fn destroy_ah(&self, ah: u32) -> Result<(), Errno> {
+        self.exec(cmd::DESTROY_AH, &Req::new().u32(ah).done(4), None)
     }
 
     /// `DEREG_MR`.

@@ -3,10 +3,15 @@
 //! Address handles: where UD datagrams go. Each AH is entered in the
 //! device's AH table; user-space UD work requests name it by that number
 //! (`ah_num`), which the kernel looks up and never trusts blindly.
+//!
+//! The numbers are device-wide, but an AH is only usable by a QP of its own
+//! PD ([`with`]): a process cannot send through another process's AH by
+//! guessing its number, and a user QP never through a kernel AH.
 
 use crate::device::{Roxe, RoxeDev, PORT};
 use crate::rdma::ah::{flags_for, AhAttr, GidType};
 use crate::rdma::device::Device;
+use crate::rdma::pd::Pd;
 use crate::rdma::udata::UData;
 use crate::uapi::CreateAhResp;
 use kernel::error::code::EINVAL;
@@ -22,6 +27,10 @@ pub(crate) struct AhInfo {
     pub(crate) hop_limit: u8,
     pub(crate) traffic_class: u8,
     pub(crate) sl: u8,
+    /// The PD the AH was created in ([`Pd::id`]).
+    pd: usize,
+    /// Whether user space created it (through a ucontext).
+    user: bool,
 }
 
 /// Per-AH state: its number in the device's AH table.
@@ -36,7 +45,7 @@ impl RoxeAh {
     }
 }
 
-fn validate(attr: &AhAttr) -> Result<AhInfo> {
+fn validate(attr: &AhAttr, pd: usize, user: bool) -> Result<AhInfo> {
     // RoCE needs a global route and a resolved RoCE v2 source GID.
     if !attr.is_roce || !attr.has_grh || attr.port != PORT {
         return Err(EINVAL);
@@ -57,14 +66,22 @@ fn validate(attr: &AhAttr) -> Result<AhInfo> {
         hop_limit: attr.hop_limit,
         traffic_class: attr.traffic_class,
         sl: attr.sl,
+        pd,
+        user,
     })
 }
 
-pub(crate) fn create(dev: &Device<Roxe>, attr: &AhAttr, sleepable: bool, udata: Option<&UData<'_>>) -> Result<RoxeAh> {
+pub(crate) fn create(
+    dev: &Device<Roxe>,
+    pd: &Pd<Roxe>,
+    attr: &AhAttr,
+    sleepable: bool,
+    udata: Option<&UData<'_>>,
+) -> Result<RoxeAh> {
     if let Some(u) = udata {
         u.expect_no_input()?;
     }
-    let info = validate(attr)?;
+    let info = validate(attr, pd.id(), udata.is_some())?;
     let d = dev.data();
     d.ahs.take()?;
     let num = match d.ah_table.insert_with(info, flags_for(sleepable)) {
@@ -81,6 +98,14 @@ pub(crate) fn create(dev: &Device<Roxe>, attr: &AhAttr, sleepable: bool, udata: 
         }
     }
     Ok(RoxeAh { num })
+}
+
+/// Runs `f` on AH `num` if a QP of PD `pd` (a user QP if `user`) may send
+/// through it: the AH must be of the same PD, and of user space exactly
+/// when the QP is. PDs are per ucontext, so this also keeps each process
+/// to its own AHs.
+pub(crate) fn with<R>(d: &RoxeDev, num: u32, pd: usize, user: bool, f: impl FnOnce(&AhInfo) -> R) -> Option<R> {
+    d.ah_table.with(num, |a| (a.pd == pd && a.user == user).then(|| f(a))).flatten()
 }
 
 fn release(d: &RoxeDev, num: u32) {

@@ -499,11 +499,11 @@ fn send_ud(
 ) -> core::result::Result<u32, WcStatus> {
     let dev = qp.device();
     let len = msg_len(qp.data(), idx, w)?;
-    let ah = dev
-        .data()
-        .ah_table
-        .with(w.ah_num, |a| (a.sgid, a.dgid, a.traffic_class, a.hop_limit, a.flow_label))
-        .ok_or(WcStatus::LocQpOpErr)?;
+    // Only an AH of the QP's own PD (and user space's own, for a user QP).
+    let ah = crate::ah::with(dev.data(), w.ah_num, qp.pd_id(), qp.is_user(), |a| {
+        (a.sgid, a.dgid, a.traffic_class, a.hop_limit, a.flow_label)
+    })
+    .ok_or(WcStatus::LocQpOpErr)?;
     let Ok(path) = Path::resolve(ndev, ah.0, ah.1, ah.2, ah.3, ah.4) else {
         // No route: the datagram is lost, as on a wire.
         return Ok(len);

@@ -117,6 +117,11 @@ impl Budget {
             .map_err(|_| ENOMEM)
     }
 
+    /// Units taken and not given back.
+    pub(crate) fn in_use(&self) -> u32 {
+        self.used.load(Ordering::Acquire)
+    }
+
     /// Returns one unit taken by [`Budget::take`].
     pub(crate) fn give_back(&self) {
         let prev = self.used.fetch_sub(1, Ordering::AcqRel);

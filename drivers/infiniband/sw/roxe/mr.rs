@@ -23,7 +23,7 @@ use crate::rdma::umem::{PinnedRange, Umem};
 use crate::proto::access::Window;
 use crate::rdma::mw::MwType;
 use kernel::sync::Arc;
-use kernel::error::code::{EINVAL, ENOMEM};
+use kernel::error::code::{EACCES, EINVAL, ENOMEM};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use kernel::prelude::*;
 
@@ -138,9 +138,21 @@ pub(crate) enum KeyError {
 }
 
 impl MrData {
-    /// `IB_ACCESS_*` rights.
+    /// The `IB_ACCESS_*` rights the MR grants: those it was given, less any
+    /// that would write to pages pinned read-only. `rereg` refuses to add
+    /// write rights to such an MR, so this only matters if that check is
+    /// ever bypassed; the data path and binds go through here either way.
     pub(crate) fn access(&self) -> u32 {
-        self.access.load(Ordering::Acquire)
+        access::effective(self.access.load(Ordering::Acquire), self.pinned_writable())
+    }
+
+    /// Whether the MR's memory may be written at all: user pages only if
+    /// `ib_umem_get` pinned them for writing; kernel memory always.
+    fn pinned_writable(&self) -> bool {
+        match &self.backing {
+            Backing::User(r) => r.writable(),
+            Backing::Dma | Backing::Fast(_) => true,
+        }
     }
 
     fn key(&self) -> u32 {
@@ -246,8 +258,11 @@ pub(crate) fn with_rkey<R>(
                 return Err(KeyError::BadKey);
             }
             let at = win.translate(va, u64::from(len), need).ok_or(KeyError::Access)?;
+            // A window's remote rights rest on the MR's: writing through it
+            // needs the MR's local write still (and so a writable pin).
+            let mr_need = if need & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0 { access::LOCAL_WRITE } else { 0 };
             match t.get(win.mr_key >> 8) {
-                Some(KeyEntry::Mr(m)) if m.usable(win.mr_key, pd) => f(m, m.check(at, len, 0)?),
+                Some(KeyEntry::Mr(m)) if m.usable(win.mr_key, pd) => f(m, m.check(at, len, mr_need)?),
                 _ => Err(KeyError::BadKey),
             }
         }
@@ -472,7 +487,7 @@ pub(crate) fn rereg(
     if !matches!(this.data.backing, Backing::User(_)) {
         return Err(EINVAL);
     }
-    let access = if what.access { check_access(args.access)? } else { this.access() };
+    let access = if what.access { check_access(args.access)? } else { this.data.access.load(Ordering::Acquire) };
     if what.translation {
         // New pages: a new MR with a new key replaces the old one.
         let new = UserMrArgs { access, ..*args };
@@ -480,6 +495,15 @@ pub(crate) fn rereg(
     }
     if let Some(u) = udata {
         u.expect_no_input()?;
+    }
+    // Rights change in place, over the pages pinned at registration: pages
+    // pinned read-only (no write right then) cannot become writable, or a
+    // read-only mapping of a file the caller may not write would be
+    // written through RDMA. Re-pinning needs a new translation.
+    if let Backing::User(r) = &this.data.backing {
+        if what.access && access::needs_writable_pin(access) && !r.writable() {
+            return Err(EACCES);
+        }
     }
     // Access and PD change in place; the key stays. (The core swaps its
     // own PD pointer once this returns.)

@@ -12,7 +12,7 @@ use crate::datapath::{self, Path, RecvCopy};
 use crate::proto::psn::Psn;
 use crate::net::NetDevice;
 use kernel::types::ARef;
-use crate::device::{Roxe, PORT};
+use crate::device::{Roxe, RoxeDev, PORT};
 use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
 use crate::proto::mtu::IbMtu;
 use crate::proto::qp::{self as qpx, State};
@@ -262,7 +262,7 @@ pub(crate) fn create(
     qp: &NewQp<'_, Roxe>,
     init: &QpInit,
     udata: Option<&UData<'_>>,
-) -> Result<(impl PinInit<RoxeQp, Error>, QpCap, u32)> {
+) -> Result<(impl PinInit<RoxeQp>, QpCap, u32)> {
     if init.create_flags != 0 {
         return Err(eopnotsupp());
     }
@@ -315,21 +315,11 @@ pub(crate) fn create(
         })?;
     }
 
-    let (index, qpn) = if is_gsi {
-        if dev.gsi_taken.swap(true, core::sync::atomic::Ordering::AcqRel) {
-            return Err(EBUSY);
-        }
-        (0, GSI_QPN)
-    } else {
-        dev.qps.take()?;
-        match dev.qp_table.insert(()) {
-            Ok(i) => (i, i + FIRST_QPN - 1),
-            Err(e) => {
-                dev.qps.give_back();
-                return Err(e);
-            }
-        }
-    };
+    // From here on every error return gives the QP number back (the guard).
+    let number = QpNumber::take(dev, is_gsi)?;
+    if crate::rdma::fault::fail_qp_table() {
+        return Err(ENOMEM);
+    }
     let mut wqe_psns = KVVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL)?;
     for _ in 0..granted.max_send_wr {
         wqe_psns.push(0, GFP_KERNEL)?;
@@ -369,8 +359,12 @@ pub(crate) fn create(
         reads: ReadResources::new(),
     };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
+    let qpn = number.qpn();
+    // Nothing fails after this (the initialiser is infallible): the QP
+    // keeps its number until `destroy`.
+    let index = number.keep();
     Ok((
-        try_pin_init!(RoxeQp {
+        pin_init!(RoxeQp {
             qp_type,
             sig_all,
             cap: granted,
@@ -390,10 +384,67 @@ pub(crate) fn destroy(qp: &Qp<Roxe>) {
     let this = qp.data();
     let dev = qp.device().data();
     this.state.lock().release_reads(&dev.read_credits);
-    if this.index == 0 {
+    release_number(dev, this.index);
+}
+
+/// A QP number taken for a QP being created: an entry of the device's QP
+/// table and a unit of its QP budget, or for the GSI QP the device's one
+/// GSI slot. Dropping it gives them back, so every error return of
+/// `create` releases what it took; [`QpNumber::keep`] hands it to the new
+/// QP, which gives it back in [`destroy`].
+struct QpNumber<'a> {
+    dev: &'a RoxeDev,
+    /// Index in the QP table; 0 for the GSI QP.
+    index: u32,
+}
+
+impl<'a> QpNumber<'a> {
+    fn take(dev: &'a RoxeDev, gsi: bool) -> Result<Self> {
+        if gsi {
+            if dev.gsi_taken.swap(true, core::sync::atomic::Ordering::AcqRel) {
+                return Err(EBUSY);
+            }
+            return Ok(QpNumber { dev, index: 0 });
+        }
+        dev.qps.take()?;
+        match dev.qp_table.insert(()) {
+            Ok(index) => Ok(QpNumber { dev, index }),
+            Err(e) => {
+                dev.qps.give_back();
+                Err(e)
+            }
+        }
+    }
+
+    fn qpn(&self) -> u32 {
+        if self.index == 0 {
+            GSI_QPN
+        } else {
+            self.index + FIRST_QPN - 1
+        }
+    }
+
+    /// The QP keeps the number: returns its index, for `destroy`.
+    fn keep(self) -> u32 {
+        let index = self.index;
+        core::mem::forget(self);
+        index
+    }
+}
+
+impl Drop for QpNumber<'_> {
+    fn drop(&mut self) {
+        release_number(self.dev, self.index);
+    }
+}
+
+/// Gives back QP table index `index` and its budget unit, or the GSI slot
+/// for index 0.
+fn release_number(dev: &RoxeDev, index: u32) {
+    if index == 0 {
         dev.gsi_taken.store(false, core::sync::atomic::Ordering::Release);
     } else {
-        dev.qp_table.remove(this.index);
+        dev.qp_table.remove(index);
         dev.qps.give_back();
     }
 }

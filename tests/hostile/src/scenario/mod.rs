@@ -2,6 +2,7 @@
 //! a ucontext with a PD, creates and maps CQs and QPs, walks QPs through
 //! their states, and checks completions and asynchronous events.
 
+pub mod ah_scope;
 pub mod bad_args;
 pub mod big_flush;
 pub mod bad_wqe;
@@ -9,7 +10,9 @@ pub mod cq_garbage;
 pub mod flush;
 pub mod flush_peer;
 pub mod mmap;
+pub mod mr_rereg;
 pub mod notify;
+pub mod qp_fault;
 pub mod random_wqe;
 pub mod read_hog;
 pub mod rq_garbage;
