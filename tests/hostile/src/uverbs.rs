@@ -200,6 +200,7 @@ pub struct Mr {
 /// `enum ib_mr_rereg_flags`.
 pub mod rereg {
     pub const TRANS: u32 = 1;
+    #[allow(dead_code)]
     pub const PD: u32 = 2;
     pub const ACCESS: u32 = 4;
 }

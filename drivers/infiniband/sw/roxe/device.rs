@@ -110,9 +110,10 @@ pub(crate) struct RoxeDev {
     parent: Option<ParentDevice>,
 }
 
-/// The core destroys every object of a device before its data goes, and
-/// each object gives back what it took: anything still accounted now was
-/// leaked by roxe. `tests/guest/hostile.sh` looks for this line.
+// The core destroys every object of a device before its data goes, and
+// each object gives back what it took: anything still accounted now was
+// leaked by roxe. `tests/guest/hostile.sh` looks for this line. (A plain
+// comment: `#[pinned_drop]` wants `impl` as the item's first token.)
 #[pinned_drop]
 impl PinnedDrop for RoxeDev {
     fn drop(self: Pin<&mut Self>) {

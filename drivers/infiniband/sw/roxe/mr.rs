@@ -391,13 +391,6 @@ pub(crate) struct RoxeMr {
     data: Arc<MrData>,
 }
 
-impl RoxeMr {
-    /// `IB_ACCESS_*` rights.
-    pub(crate) fn access(&self) -> u32 {
-        self.data.access()
-    }
-}
-
 fn check_access(flags: u32) -> Result<u32> {
     access::check_mr(flags).map_err(|e| match e {
         AccessError::Invalid => EINVAL,

@@ -186,7 +186,7 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     }
     // A new translation pins again, so it may add write rights.
     let (b, blen) = (buf.addr() + page as u64, page as u64);
-    let r = fx.v.rereg_mr(ro.handle, rereg::TRANS | rereg::ACCESS, b, blen, b, rw);
+    let r = fx.v.rereg_mr(ro.handle, rereg::TRANS | rereg::ACCESS, b, blen, b, 0, rw);
     if let Some((_, rkey)) = c.r.ok("REREG_MR of the read-only MR to a writable buffer with write rights (a new pin)", r) {
         let got = one_wqe(&fx, &cq, &ring, &write_slot(0x54, buf.addr(), src.lkey, b, rkey))?;
         c.r.eq("an RDMA WRITE through its new rkey succeeds", got, Some((0x54, wc::SUCCESS)));
