@@ -40,9 +40,9 @@ impl<T: Driver> Mw<T> {
 
     pub(super) unsafe extern "C" fn alloc_cb(mw: *mut bindings::ib_mw, udata: *mut bindings::ib_udata) -> c_int {
         from_result(|| {
-            // SAFETY: The core set `type`, `device` and `pd` (a live PD of
-            // the device) before the call.
             let (t, dev, pd) =
+                // SAFETY: The core set `type`, `device` and `pd` (a live PD
+                // of the device) before the call.
                 unsafe { ((*mw).type_, Device::<T>::from_raw((*mw).device), Pd::<T>::from_raw((*mw).pd)) };
             let t = match t {
                 bindings::ib_mw_type_IB_MW_TYPE_1 => MwType::One,

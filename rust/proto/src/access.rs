@@ -29,8 +29,13 @@ pub const RELAXED_ORDERING: u32 = 1 << 20;
 pub const OPTIONAL_RANGE: u32 = 0x3ff0_0000;
 
 /// What roxe implements.
-pub const SUPPORTED: u32 =
-    LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC | MW_BIND | FLUSH_GLOBAL | FLUSH_PERSISTENT;
+pub const SUPPORTED: u32 = LOCAL_WRITE
+    | REMOTE_WRITE
+    | REMOTE_READ
+    | REMOTE_ATOMIC
+    | MW_BIND
+    | FLUSH_GLOBAL
+    | FLUSH_PERSISTENT;
 
 /// The rights that let an MR's pages be written, by the device or through
 /// a window bound over it: the pages must have been pinned for writing
@@ -144,7 +149,12 @@ impl Window {
                 return Err(BindError::Bounds);
             }
         }
-        Ok(Window { mr_key, addr, len, access })
+        Ok(Window {
+            mr_key,
+            addr,
+            len,
+            access,
+        })
     }
 
     /// The MR address of `len` bytes at window address `va` if the window
@@ -154,7 +164,11 @@ impl Window {
         if self.access & need != need {
             return None;
         }
-        let base = if self.access & ZERO_BASED != 0 { 0 } else { self.addr };
+        let base = if self.access & ZERO_BASED != 0 {
+            0
+        } else {
+            self.addr
+        };
         let off = va.checked_sub(base)?;
         if off.checked_add(len)? > self.len {
             return None;
@@ -171,32 +185,73 @@ mod tests {
     fn window_binds_are_checked() {
         let mr = LOCAL_WRITE | REMOTE_WRITE | MW_BIND;
         let w = Window::bind(7, 0x1100, 0x100, REMOTE_WRITE, true, mr, 0x1000, 0x1000).unwrap();
-        assert_eq!(w, Window { mr_key: 7, addr: 0x1100, len: 0x100, access: REMOTE_WRITE });
+        assert_eq!(
+            w,
+            Window {
+                mr_key: 7,
+                addr: 0x1100,
+                len: 0x100,
+                access: REMOTE_WRITE
+            }
+        );
         // Outside the MR, either end.
-        assert_eq!(Window::bind(7, 0xfff, 0x10, REMOTE_READ, true, mr, 0x1000, 0x1000), Err(BindError::Bounds));
-        assert_eq!(Window::bind(7, 0x1f00, 0x101, REMOTE_READ, true, mr, 0x1000, 0x1000), Err(BindError::Bounds));
-        assert_eq!(Window::bind(7, u64::MAX, 2, REMOTE_READ, false, mr, 0, u64::MAX), Err(BindError::Bounds));
+        assert_eq!(
+            Window::bind(7, 0xfff, 0x10, REMOTE_READ, true, mr, 0x1000, 0x1000),
+            Err(BindError::Bounds)
+        );
+        assert_eq!(
+            Window::bind(7, 0x1f00, 0x101, REMOTE_READ, true, mr, 0x1000, 0x1000),
+            Err(BindError::Bounds)
+        );
+        assert_eq!(
+            Window::bind(7, u64::MAX, 2, REMOTE_READ, false, mr, 0, u64::MAX),
+            Err(BindError::Bounds)
+        );
         // The MR must allow binds; remote write needs local write on it.
-        assert_eq!(Window::bind(7, 0x1000, 8, REMOTE_READ, true, LOCAL_WRITE, 0x1000, 8), Err(BindError::MrAccess));
-        assert_eq!(Window::bind(7, 0x1000, 8, REMOTE_WRITE, true, MW_BIND, 0x1000, 8), Err(BindError::MrAccess));
+        assert_eq!(
+            Window::bind(7, 0x1000, 8, REMOTE_READ, true, LOCAL_WRITE, 0x1000, 8),
+            Err(BindError::MrAccess)
+        );
+        assert_eq!(
+            Window::bind(7, 0x1000, 8, REMOTE_WRITE, true, MW_BIND, 0x1000, 8),
+            Err(BindError::MrAccess)
+        );
         // Windows grant remote rights only (local write is ignored); type 1
         // is never zero-based.
-        assert_eq!(Window::bind(7, 0x1000, 8, LOCAL_WRITE | REMOTE_READ, true, mr, 0x1000, 8).map(|w| w.access), Ok(REMOTE_READ));
-        assert_eq!(Window::bind(7, 0x1000, 8, MW_BIND, true, mr, 0x1000, 8), Err(BindError::Access));
-        assert_eq!(Window::bind(7, 0x1000, 8, ZERO_BASED, true, mr, 0x1000, 8), Err(BindError::ZeroBased));
+        assert_eq!(
+            Window::bind(7, 0x1000, 8, LOCAL_WRITE | REMOTE_READ, true, mr, 0x1000, 8)
+                .map(|w| w.access),
+            Ok(REMOTE_READ)
+        );
+        assert_eq!(
+            Window::bind(7, 0x1000, 8, MW_BIND, true, mr, 0x1000, 8),
+            Err(BindError::Access)
+        );
+        assert_eq!(
+            Window::bind(7, 0x1000, 8, ZERO_BASED, true, mr, 0x1000, 8),
+            Err(BindError::ZeroBased)
+        );
         // A zero-length bind needs nothing of the MR.
         assert!(Window::bind(7, 0, 0, 0, true, 0, 0x1000, 8).is_ok());
     }
 
     #[test]
     fn windows_translate_inside_their_range_and_rights() {
-        let w = Window { mr_key: 1, addr: 0x1100, len: 0x100, access: REMOTE_READ };
+        let w = Window {
+            mr_key: 1,
+            addr: 0x1100,
+            len: 0x100,
+            access: REMOTE_READ,
+        };
         assert_eq!(w.translate(0x1100, 0x100, REMOTE_READ), Some(0x1100));
         assert_eq!(w.translate(0x11ff, 1, REMOTE_READ), Some(0x11ff));
         assert_eq!(w.translate(0x11ff, 2, REMOTE_READ), None);
         assert_eq!(w.translate(0x10ff, 1, REMOTE_READ), None);
         assert_eq!(w.translate(0x1100, 1, REMOTE_WRITE), None);
-        let z = Window { access: REMOTE_READ | ZERO_BASED, ..w };
+        let z = Window {
+            access: REMOTE_READ | ZERO_BASED,
+            ..w
+        };
         assert_eq!(z.translate(0, 0x100, REMOTE_READ), Some(0x1100));
         assert_eq!(z.translate(0x10, 0x10, REMOTE_READ), Some(0x1110));
         assert_eq!(z.translate(0x1100, 1, REMOTE_READ), None);
@@ -209,14 +264,22 @@ mod tests {
     fn remote_write_needs_local_write() {
         assert_eq!(check_mr(REMOTE_WRITE), Err(AccessError::Invalid));
         assert_eq!(check_mr(REMOTE_ATOMIC), Err(AccessError::Invalid));
-        assert_eq!(check_mr(REMOTE_WRITE | LOCAL_WRITE), Ok(REMOTE_WRITE | LOCAL_WRITE));
+        assert_eq!(
+            check_mr(REMOTE_WRITE | LOCAL_WRITE),
+            Ok(REMOTE_WRITE | LOCAL_WRITE)
+        );
         assert_eq!(check_mr(REMOTE_READ), Ok(REMOTE_READ));
         assert_eq!(check_mr(0), Ok(0));
     }
 
     #[test]
     fn write_rights_need_a_writable_pin() {
-        for f in [LOCAL_WRITE, REMOTE_WRITE | LOCAL_WRITE, REMOTE_ATOMIC | LOCAL_WRITE, MW_BIND] {
+        for f in [
+            LOCAL_WRITE,
+            REMOTE_WRITE | LOCAL_WRITE,
+            REMOTE_ATOMIC | LOCAL_WRITE,
+            MW_BIND,
+        ] {
             assert!(needs_writable_pin(f), "{f:#x}");
             assert_eq!(effective(f | REMOTE_READ, false), REMOTE_READ);
             assert_eq!(effective(f | REMOTE_READ, true), f | REMOTE_READ);

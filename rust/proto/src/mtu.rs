@@ -83,15 +83,24 @@ mod tests {
     #[test]
     fn jumbo_frames_give_4096() {
         assert_eq!(IbMtu::for_netdev_mtu(9000), Some(IbMtu::Mtu4096));
-        assert_eq!(IbMtu::for_netdev_mtu(4096 + ROCE_V2_OVERHEAD), Some(IbMtu::Mtu4096));
-        assert_eq!(IbMtu::for_netdev_mtu(4096 + ROCE_V2_OVERHEAD - 1), Some(IbMtu::Mtu2048));
+        assert_eq!(
+            IbMtu::for_netdev_mtu(4096 + ROCE_V2_OVERHEAD),
+            Some(IbMtu::Mtu4096)
+        );
+        assert_eq!(
+            IbMtu::for_netdev_mtu(4096 + ROCE_V2_OVERHEAD - 1),
+            Some(IbMtu::Mtu2048)
+        );
     }
 
     #[test]
     fn tiny_links_have_no_mtu() {
         assert_eq!(IbMtu::for_netdev_mtu(0), None);
         assert_eq!(IbMtu::for_netdev_mtu(ROCE_V2_OVERHEAD + 255), None);
-        assert_eq!(IbMtu::for_netdev_mtu(ROCE_V2_OVERHEAD + 256), Some(IbMtu::Mtu256));
+        assert_eq!(
+            IbMtu::for_netdev_mtu(ROCE_V2_OVERHEAD + 256),
+            Some(IbMtu::Mtu256)
+        );
     }
 
     #[test]

@@ -65,7 +65,9 @@ pub const SGE_SIZE: u32 = 16;
 pub const SLOT_ALIGN: u32 = 64;
 
 fn round_slot(bytes: u32) -> Option<u32> {
-    bytes.checked_add(SLOT_ALIGN - 1).map(|b| b / SLOT_ALIGN * SLOT_ALIGN)
+    bytes
+        .checked_add(SLOT_ALIGN - 1)
+        .map(|b| b / SLOT_ALIGN * SLOT_ALIGN)
 }
 
 /// The slot size for send WQEs with up to `max_sge` SGEs or `max_inline`

@@ -42,7 +42,11 @@ pub fn payload_len_ok(pos: Position, len: usize, mtu: u32) -> bool {
 /// still end the message.
 pub fn write_place(va: u64, off: u32, n: u32, total: u32, pos: Position) -> Option<(u64, u32)> {
     let end = off.checked_add(n)?;
-    let fits = if pos.ends_message() { end == total } else { end < total };
+    let fits = if pos.ends_message() {
+        end == total
+    } else {
+        end < total
+    };
     if !fits {
         return None;
     }
@@ -63,7 +67,12 @@ pub struct ReadRequest {
 }
 
 impl ReadRequest {
-    const EMPTY: ReadRequest = ReadRequest { va: 0, psn: Psn::ZERO, rkey: 0, len: 0 };
+    const EMPTY: ReadRequest = ReadRequest {
+        va: 0,
+        psn: Psn::ZERO,
+        rkey: 0,
+        len: 0,
+    };
 
     /// Whether `dup`, a request whose PSN lies behind the expected one,
     /// asks again for this request or for the tail of it, at path MTU
@@ -72,7 +81,9 @@ impl ReadRequest {
     /// ends within this request. This is how a requester asks again after
     /// losing responses.
     pub fn covers(&self, dup: &ReadRequest, mtu: u32) -> bool {
-        let Some(n) = seg::packet_count(self.len, mtu) else { return false };
+        let Some(n) = seg::packet_count(self.len, mtu) else {
+            return false;
+        };
         if !dup.psn.in_range(self.psn, self.psn.wrapping_add(n)) {
             return false;
         }
@@ -84,7 +95,9 @@ impl ReadRequest {
             return false;
         }
         let skip = u64::from(self.psn.distance(dup.psn)) * u64::from(mtu);
-        let Some(end) = skip.checked_add(u64::from(dup.len)) else { return false };
+        let Some(end) = skip.checked_add(u64::from(dup.len)) else {
+            return false;
+        };
         self.va.checked_add(skip) == Some(dup.va) && end <= u64::from(self.len)
     }
 }
@@ -113,7 +126,11 @@ impl<const N: usize> Default for ReadResources<N> {
 impl<const N: usize> ReadResources<N> {
     /// No requests held.
     pub const fn new() -> Self {
-        ReadResources { reqs: [ReadRequest::EMPTY; N], head: 0, len: 0 }
+        ReadResources {
+            reqs: [ReadRequest::EMPTY; N],
+            head: 0,
+            len: 0,
+        }
     }
 
     /// Forgets every request.
@@ -151,7 +168,10 @@ impl<const N: usize> ReadResources<N> {
     /// The held request that `dup` asks again for ([`ReadRequest::covers`]),
     /// the newest if several do.
     pub fn find(&self, dup: &ReadRequest, mtu: u32) -> Option<ReadRequest> {
-        (0..self.len).rev().map(|i| self.reqs[(self.head + i) % N]).find(|r| r.covers(dup, mtu))
+        (0..self.len)
+            .rev()
+            .map(|i| self.reqs[(self.head + i) % N])
+            .find(|r| r.covers(dup, mtu))
     }
 }
 
@@ -187,16 +207,46 @@ mod tests {
         // to there, then an empty packet past its end.
         let va = u64::MAX - 2047;
         assert_eq!(write_place(va, 0, 1024, 2048, First), Some((va, 1024)));
-        assert_eq!(write_place(va, 1024, 1024, 2048, Last), Some((va + 1024, 2048)));
-        assert_eq!(write_place(va, 1024, 1024, 2048, Middle), None, "a Middle that ends the message");
-        assert_eq!(write_place(va, 2048, 0, 2048, Last), None, "an empty packet past the end");
+        assert_eq!(
+            write_place(va, 1024, 1024, 2048, Last),
+            Some((va + 1024, 2048))
+        );
+        assert_eq!(
+            write_place(va, 1024, 1024, 2048, Middle),
+            None,
+            "a Middle that ends the message"
+        );
+        assert_eq!(
+            write_place(va, 2048, 0, 2048, Last),
+            None,
+            "an empty packet past the end"
+        );
         assert_eq!(write_place(va, 2048, 0, 2048, Middle), None);
-        assert_eq!(write_place(va, 1024, 512, 2048, Last), None, "a Last short of the DMA length");
-        assert_eq!(write_place(va, 1024, 2048, 2048, Last), None, "past the DMA length");
-        assert_eq!(write_place(va, u32::MAX, 1, u32::MAX, Last), None, "offset overflow");
+        assert_eq!(
+            write_place(va, 1024, 512, 2048, Last),
+            None,
+            "a Last short of the DMA length"
+        );
+        assert_eq!(
+            write_place(va, 1024, 2048, 2048, Last),
+            None,
+            "past the DMA length"
+        );
+        assert_eq!(
+            write_place(va, u32::MAX, 1, u32::MAX, Last),
+            None,
+            "offset overflow"
+        );
         // A whole MR up to the last byte of the address space.
-        assert_eq!(write_place(u64::MAX - 255, 0, 256, 256, Only), Some((u64::MAX - 255, 256)));
-        assert_eq!(write_place(7, 0, 0, 0, Only), Some((7, 0)), "an empty write");
+        assert_eq!(
+            write_place(u64::MAX - 255, 0, 256, 256, Only),
+            Some((u64::MAX - 255, 256))
+        );
+        assert_eq!(
+            write_place(7, 0, 0, 0, Only),
+            Some((7, 0)),
+            "an empty write"
+        );
         assert_eq!(write_place(u64::MAX, 4096, 0, 8192, Middle), None);
     }
 
@@ -213,7 +263,12 @@ mod tests {
     }
 
     fn req(psn: u32, va: u64, rkey: u32, len: u32) -> ReadRequest {
-        ReadRequest { va, psn: Psn::new(psn), rkey, len }
+        ReadRequest {
+            va,
+            psn: Psn::new(psn),
+            rkey,
+            len,
+        }
     }
 
     #[test]
@@ -221,15 +276,39 @@ mod tests {
         let served = req(100, 0x1000, 7, 3000);
         // Three responses at MTU 1024: PSNs 100, 101, 102.
         assert!(served.covers(&served, 1024), "the same request");
-        assert!(served.covers(&req(101, 0x1400, 7, 1976), 1024), "the rest from the second response");
-        assert!(served.covers(&req(102, 0x1800, 7, 952), 1024), "the last response");
-        assert!(served.covers(&req(101, 0x1400, 7, 100), 1024), "less than the rest");
-        assert!(!served.covers(&req(103, 0x1c00, 7, 1), 1024), "past its PSNs");
-        assert!(!served.covers(&req(99, 0xc00, 7, 3000), 1024), "before its PSNs");
-        assert!(!served.covers(&req(100, 0x1000, 8, 3000), 1024), "another key");
+        assert!(
+            served.covers(&req(101, 0x1400, 7, 1976), 1024),
+            "the rest from the second response"
+        );
+        assert!(
+            served.covers(&req(102, 0x1800, 7, 952), 1024),
+            "the last response"
+        );
+        assert!(
+            served.covers(&req(101, 0x1400, 7, 100), 1024),
+            "less than the rest"
+        );
+        assert!(
+            !served.covers(&req(103, 0x1c00, 7, 1), 1024),
+            "past its PSNs"
+        );
+        assert!(
+            !served.covers(&req(99, 0xc00, 7, 3000), 1024),
+            "before its PSNs"
+        );
+        assert!(
+            !served.covers(&req(100, 0x1000, 8, 3000), 1024),
+            "another key"
+        );
         assert!(!served.covers(&req(100, 0x1000, 7, 3001), 1024), "longer");
-        assert!(!served.covers(&req(100, 0x1008, 7, 8), 1024), "another address");
-        assert!(!served.covers(&req(101, 0x1000, 7, 8), 1024), "an address that is not its response's");
+        assert!(
+            !served.covers(&req(100, 0x1008, 7, 8), 1024),
+            "another address"
+        );
+        assert!(
+            !served.covers(&req(101, 0x1000, 7, 8), 1024),
+            "an address that is not its response's"
+        );
         assert!(!served.covers(&req(100, 0x0, 7, 3000), 1024));
         // Near the top of the address space, nothing wraps.
         let top = req(5, u64::MAX - 2047, 7, 2048);
@@ -248,7 +327,10 @@ mod tests {
     #[test]
     fn resources_hold_the_newest_limit() {
         let mut r = ReadResources::<4>::new();
-        let probe = |r: &ReadResources<4>, psn: u32| r.find(&req(psn, u64::from(psn) << 12, 1, 8), 1024).is_some();
+        let probe = |r: &ReadResources<4>, psn: u32| {
+            r.find(&req(psn, u64::from(psn) << 12, 1, 8), 1024)
+                .is_some()
+        };
         for psn in 0..3 {
             r.remember(req(psn, u64::from(psn) << 12, 1, 8), 2);
         }
@@ -278,7 +360,13 @@ mod tests {
         let mut r = ReadResources::<4>::new();
         r.remember(req(10, 0x1000, 1, 8), 4);
         r.remember(req(10, 0x2000, 1, 8), 4);
-        assert_eq!(r.find(&req(10, 0x2000, 1, 8), 1024), Some(req(10, 0x2000, 1, 8)));
-        assert_eq!(r.find(&req(10, 0x1000, 1, 8), 1024), Some(req(10, 0x1000, 1, 8)));
+        assert_eq!(
+            r.find(&req(10, 0x2000, 1, 8), 1024),
+            Some(req(10, 0x2000, 1, 8))
+        );
+        assert_eq!(
+            r.find(&req(10, 0x1000, 1, 8), 1024),
+            Some(req(10, 0x1000, 1, 8))
+        );
     }
 }

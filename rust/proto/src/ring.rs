@@ -60,7 +60,9 @@ impl Geometry {
     /// Bytes of a mapping holding `header` bytes and every slot of
     /// `slot_size` bytes, rounded up to `page`, or `None` on overflow.
     pub fn mapping_size(self, header: usize, slot_size: usize, page: usize) -> Option<usize> {
-        let slots = usize::try_from(self.num_slots).ok()?.checked_mul(slot_size)?;
+        let slots = usize::try_from(self.num_slots)
+            .ok()?
+            .checked_mul(slot_size)?;
         let raw = slots.checked_add(header)?;
         let rounded = raw.checked_add(page - 1)? / page * page;
         Some(rounded)
@@ -73,10 +75,22 @@ mod tests {
 
     #[test]
     fn sizes_round_up_to_powers_of_two() {
-        assert_eq!(Geometry::for_entries(0, 1024).map(Geometry::num_slots), Some(1));
-        assert_eq!(Geometry::for_entries(1, 1024).map(Geometry::num_slots), Some(1));
-        assert_eq!(Geometry::for_entries(3, 1024).map(Geometry::num_slots), Some(4));
-        assert_eq!(Geometry::for_entries(1024, 1024).map(Geometry::num_slots), Some(1024));
+        assert_eq!(
+            Geometry::for_entries(0, 1024).map(Geometry::num_slots),
+            Some(1)
+        );
+        assert_eq!(
+            Geometry::for_entries(1, 1024).map(Geometry::num_slots),
+            Some(1)
+        );
+        assert_eq!(
+            Geometry::for_entries(3, 1024).map(Geometry::num_slots),
+            Some(4)
+        );
+        assert_eq!(
+            Geometry::for_entries(1024, 1024).map(Geometry::num_slots),
+            Some(1024)
+        );
         assert_eq!(Geometry::for_entries(1025, 1024), None);
         assert_eq!(Geometry::for_entries(u32::MAX, u32::MAX), None);
     }

@@ -35,16 +35,24 @@ pub fn request_opcode(t: Transport, op: SendOp, pos: Position) -> Option<Opcode>
         (Transport::Ud, SendOp::Send, Only) => UdSendOnly,
         (Transport::Ud, SendOp::SendImm, Only) => UdSendOnlyImm,
         (Transport::Ud, _, _) => return None,
-        (_, SendOp::Send | SendOp::SendImm | SendOp::SendInv, First) => pick(t, RcSendFirst, UcSendFirst),
-        (_, SendOp::Send | SendOp::SendImm | SendOp::SendInv, Middle) => pick(t, RcSendMiddle, UcSendMiddle),
+        (_, SendOp::Send | SendOp::SendImm | SendOp::SendInv, First) => {
+            pick(t, RcSendFirst, UcSendFirst)
+        }
+        (_, SendOp::Send | SendOp::SendImm | SendOp::SendInv, Middle) => {
+            pick(t, RcSendMiddle, UcSendMiddle)
+        }
         (_, SendOp::Send, Last) => pick(t, RcSendLast, UcSendLast),
         (_, SendOp::Send, Only) => pick(t, RcSendOnly, UcSendOnly),
         (_, SendOp::SendImm, Last) => pick(t, RcSendLastImm, UcSendLastImm),
         (_, SendOp::SendImm, Only) => pick(t, RcSendOnlyImm, UcSendOnlyImm),
         (Transport::Rc, SendOp::SendInv, Last) => RcSendLastInv,
         (Transport::Rc, SendOp::SendInv, Only) => RcSendOnlyInv,
-        (_, SendOp::RdmaWrite | SendOp::RdmaWriteImm, First) => pick(t, RcRdmaWriteFirst, UcRdmaWriteFirst),
-        (_, SendOp::RdmaWrite | SendOp::RdmaWriteImm, Middle) => pick(t, RcRdmaWriteMiddle, UcRdmaWriteMiddle),
+        (_, SendOp::RdmaWrite | SendOp::RdmaWriteImm, First) => {
+            pick(t, RcRdmaWriteFirst, UcRdmaWriteFirst)
+        }
+        (_, SendOp::RdmaWrite | SendOp::RdmaWriteImm, Middle) => {
+            pick(t, RcRdmaWriteMiddle, UcRdmaWriteMiddle)
+        }
         (_, SendOp::RdmaWrite, Last) => pick(t, RcRdmaWriteLast, UcRdmaWriteLast),
         (_, SendOp::RdmaWrite, Only) => pick(t, RcRdmaWriteOnly, UcRdmaWriteOnly),
         (_, SendOp::RdmaWriteImm, Last) => pick(t, RcRdmaWriteLastImm, UcRdmaWriteLastImm),
@@ -112,7 +120,12 @@ mod tests {
             SendOp::AtomicWrite,
             SendOp::Flush,
         ];
-        let positions = [Position::First, Position::Middle, Position::Last, Position::Only];
+        let positions = [
+            Position::First,
+            Position::Middle,
+            Position::Last,
+            Position::Only,
+        ];
         for t in [Transport::Rc, Transport::Uc, Transport::Ud] {
             for op in ops {
                 for pos in positions {
@@ -127,15 +140,39 @@ mod tests {
                 }
             }
         }
-        assert_eq!(request_opcode(Transport::Ud, SendOp::Send, Position::First), None);
-        assert_eq!(request_opcode(Transport::Uc, SendOp::RdmaRead, Position::Only), None);
-        assert_eq!(request_opcode(Transport::Uc, SendOp::SendInv, Position::Only), None);
+        assert_eq!(
+            request_opcode(Transport::Ud, SendOp::Send, Position::First),
+            None
+        );
+        assert_eq!(
+            request_opcode(Transport::Uc, SendOp::RdmaRead, Position::Only),
+            None
+        );
+        assert_eq!(
+            request_opcode(Transport::Uc, SendOp::SendInv, Position::Only),
+            None
+        );
         // Atomic Write is one RC packet; never UC, never segmented.
-        assert_eq!(request_opcode(Transport::Rc, SendOp::AtomicWrite, Position::Only), Some(Opcode::RcAtomicWrite));
-        assert_eq!(request_opcode(Transport::Uc, SendOp::AtomicWrite, Position::Only), None);
-        assert_eq!(request_opcode(Transport::Rc, SendOp::AtomicWrite, Position::First), None);
-        assert_eq!(request_opcode(Transport::Rc, SendOp::Flush, Position::Only), Some(Opcode::RcFlush));
-        assert_eq!(request_opcode(Transport::Uc, SendOp::Flush, Position::Only), None);
+        assert_eq!(
+            request_opcode(Transport::Rc, SendOp::AtomicWrite, Position::Only),
+            Some(Opcode::RcAtomicWrite)
+        );
+        assert_eq!(
+            request_opcode(Transport::Uc, SendOp::AtomicWrite, Position::Only),
+            None
+        );
+        assert_eq!(
+            request_opcode(Transport::Rc, SendOp::AtomicWrite, Position::First),
+            None
+        );
+        assert_eq!(
+            request_opcode(Transport::Rc, SendOp::Flush, Position::Only),
+            Some(Opcode::RcFlush)
+        );
+        assert_eq!(
+            request_opcode(Transport::Uc, SendOp::Flush, Position::Only),
+            None
+        );
         // Local operations have no packets.
         for op in [SendOp::LocalInv, SendOp::BindMw, SendOp::RegMr] {
             assert!(op.is_local());

@@ -74,7 +74,10 @@ impl SendOp {
         use SendOp::*;
         match t {
             Transport::Rc => true,
-            Transport::Uc => matches!(self, RdmaWrite | RdmaWriteImm | Send | SendImm | LocalInv | BindMw | RegMr),
+            Transport::Uc => matches!(
+                self,
+                RdmaWrite | RdmaWriteImm | Send | SendImm | LocalInv | BindMw | RegMr
+            ),
             Transport::Ud => matches!(self, Send | SendImm),
         }
     }

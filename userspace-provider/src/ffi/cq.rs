@@ -257,7 +257,9 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     // which roxe's kernel-allocated ring does not use. It must be one.
     // SAFETY: `parent_domain` is NULL or a live PD of some provider, as
     // libibverbs hands it on from the application.
-    if attr.comp_mask & ibv::CQ_INIT_ATTR_MASK_PD != 0 && !unsafe { super::pd::is_parent_domain(attr.parent_domain, context) } {
+    if attr.comp_mask & ibv::CQ_INIT_ATTR_MASK_PD != 0
+        && !unsafe { super::pd::is_parent_domain(attr.parent_domain, context) }
+    {
         set_errno(Errno::EINVAL);
         return ptr::null_mut();
     }

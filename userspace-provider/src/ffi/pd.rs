@@ -55,7 +55,11 @@ struct RoxePd {
 ///
 /// `context` is an open roxe context.
 pub(super) unsafe extern "C" fn alloc_pd(context: *mut ibv::Context) -> *mut ibv::Pd {
-    let Some(rpd) = try_box(RoxePd { pd: ibv::Pd::ZERO, protection: ptr::null_mut(), parents: AtomicU32::new(0) }) else {
+    let Some(rpd) = try_box(RoxePd {
+        pd: ibv::Pd::ZERO,
+        protection: ptr::null_mut(),
+        parents: AtomicU32::new(0),
+    }) else {
         set_errno(Errno::ENOMEM);
         return ptr::null_mut();
     };
@@ -67,7 +71,14 @@ pub(super) unsafe extern "C" fn alloc_pd(context: *mut ibv::Context) -> *mut ibv
     // writable for exactly the sizes passed, which are the core sizes, so
     // there is no driver data either way.
     let ret = unsafe {
-        ibv_cmd_alloc_pd(context, pd, &raw mut cmd, size_of_val(&cmd), &raw mut resp, size_of_val(&resp))
+        ibv_cmd_alloc_pd(
+            context,
+            pd,
+            &raw mut cmd,
+            size_of_val(&cmd),
+            &raw mut resp,
+            size_of_val(&resp),
+        )
     };
     if let Err(err) = cmd_result(ret) {
         // SAFETY: `rpd` came from `try_box` and was never published.
@@ -121,7 +132,14 @@ pub(super) unsafe extern "C" fn alloc_parent_domain(
     // Counted first, so a `dealloc_pd` racing with this call sees the PD
     // busy rather than freeing it under the new parent domain.
     prot.parents.fetch_add(1, Ordering::AcqRel);
-    let parent = RoxePd { pd: ibv::Pd { context, handle: prot.pd.handle }, protection, parents: AtomicU32::new(0) };
+    let parent = RoxePd {
+        pd: ibv::Pd {
+            context,
+            handle: prot.pd.handle,
+        },
+        protection,
+        parents: AtomicU32::new(0),
+    };
     let Some(rpd) = try_box(parent) else {
         prot.parents.fetch_sub(1, Ordering::AcqRel);
         set_errno(Errno::ENOMEM);
@@ -154,7 +172,12 @@ pub(super) unsafe extern "C" fn dealloc_pd(pd: *mut ibv::Pd) -> c_int {
         return Errno::EINVAL.get();
     };
     // SAFETY: `pd` is the start of a live `RoxePd` per the contract.
-    let (protection, parents) = unsafe { (rpd.as_ref().protection, rpd.as_ref().parents.load(Ordering::Acquire)) };
+    let (protection, parents) = unsafe {
+        (
+            rpd.as_ref().protection,
+            rpd.as_ref().parents.load(Ordering::Acquire),
+        )
+    };
     if !protection.is_null() {
         // SAFETY: A PD outlives its parent domains (it is busy until they
         // are gone), so `protection` is live.

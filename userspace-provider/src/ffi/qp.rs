@@ -2010,9 +2010,15 @@ mod tests {
 /// # Safety
 ///
 /// `qp` is a live roxe QP and `gid` a readable `ibv_gid`.
-pub(super) unsafe extern "C" fn attach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int {
+pub(super) unsafe extern "C" fn attach_mcast(
+    qp: *mut ibv::Qp,
+    gid: *const ibv::Gid,
+    lid: u16,
+) -> c_int {
     // SAFETY: per the contract.
-    errno_ret(cmd_result(unsafe { super::ibv_cmd_attach_mcast(qp, gid, lid) }))
+    errno_ret(cmd_result(unsafe {
+        super::ibv_cmd_attach_mcast(qp, gid, lid)
+    }))
 }
 
 /// `verbs_context_ops.detach_mcast`: the reverse of [`attach_mcast`].
@@ -2020,7 +2026,13 @@ pub(super) unsafe extern "C" fn attach_mcast(qp: *mut ibv::Qp, gid: *const ibv::
 /// # Safety
 ///
 /// As for [`attach_mcast`].
-pub(super) unsafe extern "C" fn detach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int {
+pub(super) unsafe extern "C" fn detach_mcast(
+    qp: *mut ibv::Qp,
+    gid: *const ibv::Gid,
+    lid: u16,
+) -> c_int {
     // SAFETY: per the contract.
-    errno_ret(cmd_result(unsafe { super::ibv_cmd_detach_mcast(qp, gid, lid) }))
+    errno_ret(cmd_result(unsafe {
+        super::ibv_cmd_detach_mcast(qp, gid, lid)
+    }))
 }

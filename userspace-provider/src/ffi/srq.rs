@@ -169,7 +169,13 @@ pub(super) unsafe extern "C" fn modify_srq(
     // core command first and roxe's input right after it; `info` outlives
     // the call.
     let ret = unsafe {
-        ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &raw mut cmd.ibv_cmd, size_of_val(&cmd))
+        ibv_cmd_modify_srq(
+            ibsrq,
+            attr,
+            attr_mask,
+            &raw mut cmd.ibv_cmd,
+            size_of_val(&cmd),
+        )
     };
     if let Err(err) = cmd_result(ret) {
         return err.get();
