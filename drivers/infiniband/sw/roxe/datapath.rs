@@ -97,6 +97,12 @@ impl Path {
     }
 
     /// The largest IB MTU the route carries.
+    /// Whether the IP header `ip` is of a packet that came along this path
+    /// the other way: from its destination to its source.
+    fn carries(&self, ip: &[u8]) -> bool {
+        ip::gids(ip).is_some_and(|(s, d)| s == self.dst && d == self.src)
+    }
+
     fn mtu(&self) -> u32 {
         IbMtu::for_netdev_mtu(self.route.mtu()).map_or(256, IbMtu::bytes)
     }
@@ -798,6 +804,11 @@ pub(crate) fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core:
     if !matches!(st.attr.state, State::Rtr | State::Rts | State::Sqd | State::Sqe) {
         return Err(Drop::State);
     }
+    // A connected QP hears only its peer, at the address it was given.
+    let connected = matches!(this.qp_type, QpType::Rc | QpType::Uc);
+    if connected && !st.path.as_ref().is_some_and(|p| p.carries(meta.ip)) {
+        return Err(Drop::Address);
+    }
     if pkt.opcode.is_response() {
         return complete(qp, &mut st, pkt);
     }
@@ -831,11 +842,16 @@ pub(crate) enum Drop {
     /// A duplicate RDMA READ request that matches no request the responder
     /// served and remembers, or that the QP or the key no longer allows.
     Duplicate,
+    /// An RC or UC packet whose IP source and destination are not its QP's
+    /// peer and own address; a packet for a unicast QP that was not sent
+    /// to this host alone (a broadcast, a looped-back multicast); a
+    /// multicast QP number without a multicast address, or the reverse.
+    Address,
 }
 
 impl Drop {
     /// All reasons, in counter order.
-    pub(crate) const ALL: [Drop; 9] = [
+    pub(crate) const ALL: [Drop; 10] = [
         Drop::Transport,
         Drop::State,
         Drop::Qkey,
@@ -845,6 +861,7 @@ impl Drop {
         Drop::Unexpected,
         Drop::Length,
         Drop::Duplicate,
+        Drop::Address,
     ];
 }
 
