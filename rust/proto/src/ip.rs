@@ -400,7 +400,10 @@ mod tests {
         v4[0] = 0x45;
         v4[12..16].copy_from_slice(&[192, 0, 2, 1]);
         v4[16..20].copy_from_slice(&[192, 0, 2, 2]);
-        assert_eq!(gids(&v4), Some((gid_from_ipv4([192, 0, 2, 1]), gid_from_ipv4([192, 0, 2, 2]))));
+        assert_eq!(
+            gids(&v4),
+            Some((gid_from_ipv4([192, 0, 2, 1]), gid_from_ipv4([192, 0, 2, 2])))
+        );
         let mut v6 = [0u8; IPV6_HDR_LEN];
         v6[0] = 0x60;
         v6[8] = 0xfe;
