@@ -40,7 +40,13 @@ with the same rkey and range, and only while the QP grants remote read.
 Anything else is dropped unanswered and counted as rx_drop_duplicate.
 
 Read responses (the sweep). A QP's own READ must take only responses of
-the size the responder cuts them at; a short one must not complete it.
+the size the responder cuts them at, and in their place (an Only only for
+a one-packet answer, a Last or Only only at its last PSN); a wrong one must
+not complete it.
+
+Duplicate atomics (the sweep) are answered from the remembered result,
+never executed twice, and only for the same rkey and address while the QP
+still grants remote atomics.
 
 Prints `ok   ...` or `FAIL ...` per check, then `live-packets: N ok, M
 failed`; the exit status is 0 only if every check passed.
@@ -84,9 +90,11 @@ LW, RW, RR = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_R
 SEND_FIRST, SEND_ONLY = 0x00, 0x04
 WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_ONLY = 0x06, 0x07, 0x08, 0x0a
 READ_REQUEST = 0x0c
+FETCH_ADD = 0x14
 # Response opcodes.
 READ_RESPONSES = (0x0d, 0x0e, 0x0f, 0x10)
 ACKNOWLEDGE = 0x11
+ATOMIC_ACKNOWLEDGE = 0x12
 # AETH syndromes: NAK invalid request, NAK remote access error.
 NAK_INVALID, NAK_ACCESS = 0x61, 0x62
 ETH_P_ALL = 0x0003
@@ -311,6 +319,46 @@ def duplicate_reads(v, w, check):
     check(not reads(got), f"after the QP's remote read is revoked, a remembered duplicate gets no response ({got})")
 
 
+def atomic_replays(v, w, check):
+    """The sweep: a duplicate atomic is answered from what was executed,
+    only for the same rkey and address, and only while access allows."""
+    mr = MR(v.pd, 64, LW | RW | RR | e.IBV_ACCESS_REMOTE_ATOMIC)
+    mr.write(struct.pack("<Q", 1000) + bytes(56), 64, 0)
+    qp = v.qp(LW | e.IBV_ACCESS_REMOTE_ATOMIC)
+    w.drain()
+
+    def fetch_add(psn, va, rkey=mr.rkey, add=5):
+        w.send(qp.qp_num, FETCH_ADD, psn, struct.pack("!QIQQ", va, rkey, add, 0))
+
+    def value():
+        return struct.unpack("<Q", mr.read(8, 0))[0]
+
+    fetch_add(PSN, mr.buf)
+    got = w.drain()
+    check([p[:2] for p in got] == [(ATOMIC_ACKNOWLEDGE, PSN)] and value() == 1005,
+          f"FetchAdd 5 at PSN {PSN:#x}: answered, 1000 becomes 1005 ({got}, {value()})")
+    fetch_add(PSN, mr.buf)
+    got = w.drain()
+    check([p[:2] for p in got] == [(ATOMIC_ACKNOWLEDGE, PSN)] and value() == 1005,
+          f"its duplicate: answered again, not executed again ({got}, {value()})")
+    for what, va in (("another address", mr.buf + 8),):
+        before = w.counters.read()
+        fetch_add(PSN, va)
+        got = w.drain()
+        check(not got and counted(w, before, "rx_drop_duplicate") == 1 and value() == 1005,
+              f"a duplicate for {what}: no answer, rx_drop_duplicate +1 "
+              f"({got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+    a = QPAttr(qp_state=e.IBV_QPS_RTS)
+    a.qp_access_flags = LW
+    qp.modify(a, e.IBV_QP_ACCESS_FLAGS)
+    before = w.counters.read()
+    fetch_add(PSN, mr.buf)
+    got = w.drain()
+    check(not got and counted(w, before, "rx_drop_duplicate") == 1,
+          f"after the QP's remote atomic is revoked, the duplicate gets no answer "
+          f"({got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+
+
 def payload_sizes(v, w, check):
     """Finding 2: payload sizes, and the MR that ends at 2^64."""
     mem, _, rkey, dereg = reg_mr_iova(v.pd, TOP_LEN, TOP_IOVA, LW | RW | RR)
@@ -423,6 +471,18 @@ def read_responses(v, w, check):
           f"a read response First of 512 bytes (not 1024) is dropped as rx_drop_length, and the "
           f"READ does not complete (got {wc and wc.status}; {bp.fmt(bp.delta(before, w.counters.read()))})")
     w.drain()
+    # Sizes right, places wrong: an Only at the first of two PSNs, and
+    # after a good First, a Middle at the last PSN.
+    before = w.counters.read()
+    respond(0x10, PSN, b"F" * MTU)
+    respond(0x0d, PSN, b"F" * MTU)
+    respond(0x0e, PSN + 1, b"L" * 476)
+    wc = completion()
+    check(wc is None and counted(w, before, "rx_drop_unexpected") == 2,
+          f"a response Only that is not the READ's only one, and a Middle at its last PSN, are "
+          f"dropped as rx_drop_unexpected and do not complete it (got {wc and wc.status}; "
+          f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.drain()
     respond(0x0d, PSN, b"F" * MTU)
     respond(0x0f, PSN + 1, b"L" * 476)
     wc = completion()
@@ -525,7 +585,7 @@ def main():
     check = Checks()
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
-    for part in (addresses, duplicate_reads, read_responses, payload_sizes):
+    for part in (addresses, duplicate_reads, atomic_replays, read_responses, payload_sizes):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run

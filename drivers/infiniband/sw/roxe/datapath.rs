@@ -26,7 +26,7 @@ use crate::proto::resp::{self, ReadRequest};
 use crate::proto::seg;
 use crate::proto::udp;
 use crate::proto::wr::{SendOp, WcOp, WcStatus, MAX_SGE};
-use crate::qp::{QpState, RoxeQp};
+use crate::qp::{AtomicDone, QpState, RoxeQp};
 use crate::rdma::device::Device;
 use crate::rdma::qp::{Qp, QpType};
 use crate::rdma::ring::Ring;
@@ -963,9 +963,7 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             if pkt.opcode == Opcode::RcRdmaReadRequest {
                 return replay_read(qp, st, pkt);
             } else if matches!(pkt.opcode.operation(), Operation::CompareSwap | Operation::FetchAdd) {
-                if let Some(&(_, orig)) = st.atomic_replay.iter().find(|(p, _)| *p == psn.get()) {
-                    send_atomic_ack(qp, st, psn, orig);
-                }
+                return replay_atomic(qp, st, pkt);
             } else if matches!(pkt.opcode.operation(), Operation::AtomicWrite | Operation::Flush) {
                 // Answered again, not written again (a flush again would
                 // change nothing), and only if one was executed at this
@@ -1246,13 +1244,33 @@ fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Re
     .map_err(|_| Nak::Access)?;
     let psn = pkt.bth.psn;
     let slot = st.atomic_next % st.atomic_replay.len();
-    st.atomic_replay[slot] = (psn.get(), orig);
+    st.atomic_replay[slot] = AtomicDone { psn: psn.get(), rkey: a.rkey, va: a.va, orig };
     st.atomic_next = st.atomic_next.wrapping_add(1);
     // The ACK carries the MSN of this message.
     st.msn = (st.msn + 1) & 0x00ff_ffff;
     send_atomic_ack(qp, st, psn, orig);
     st.msn = (st.msn + 0x00ff_ffff) & 0x00ff_ffff;
     Ok(())
+}
+
+/// Answers a duplicate CmpSwap or FetchAdd with the value its original
+/// found, without executing it again: only if an atomic was executed at
+/// its PSN with the same rkey and address, and the QP and the key still
+/// grant remote atomics there, as they did for the original.
+fn replay_atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
+    let a = pkt.ext.atomic_eth.ok_or(Drop::Duplicate)?;
+    let psn = pkt.bth.psn;
+    let done = st.atomic_replay.iter().find(|d| d.psn == psn.get() && d.rkey == a.rkey && d.va == a.va);
+    let Some(&AtomicDone { orig, .. }) = done else { return Err(Drop::Duplicate) };
+    if st.attr.access_flags & REMOTE_ATOMIC == 0 {
+        return Err(Drop::Duplicate);
+    }
+    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
+    if mr::with_rkey(dev, a.rkey, pd, qpn, a.va, 8, REMOTE_ATOMIC, |_, _| Ok(())).is_err() {
+        return Err(Drop::Duplicate);
+    }
+    send_atomic_ack(qp, st, psn, orig);
+    Err(Drop::Psn)
 }
 
 /// What the responder remembers of an Atomic Write or FLUSH it executed at
@@ -1425,6 +1443,14 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
                 go_back_once(qp, st);
             }
             return Err(Drop::Psn);
+        }
+        // Its place in the answer: Last or Only exactly at the read's last
+        // PSN, and First or Only at its first. (A read asked again part-way
+        // is answered from a First in the middle.)
+        let pos = pkt.opcode.position();
+        let ends = matches!(pos, Position::Last | Position::Only);
+        if ends != (psn == last) || (i == 0 && !pos.starts_message()) {
+            return Err(Drop::Unexpected);
         }
         let w = this.sq.read(idx);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::RdmaRead);
