@@ -44,6 +44,8 @@ the size the responder cuts them at, and in their place (an Only only for
 a one-packet answer, a Last or Only only at its last PSN); a wrong one must
 not complete it.
 
+NAKs (the sweep) fail or rewind work only when they name a PSN in flight.
+
 Duplicate atomics (the sweep) are answered from the remembered result,
 never executed twice, and only for the same rkey and address while the QP
 still grants remote atomics.
@@ -359,6 +361,37 @@ def atomic_replays(v, w, check):
           f"({got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
 
 
+def stale_naks(v, w, check):
+    """The sweep: a NAK or RNR NAK must name a PSN that was sent and not yet
+    acknowledged; an old one fails or rewinds nothing."""
+    buf = MR(v.pd, 64, LW)
+    qp = v.qp(LW)
+    w.drain()
+    qp.post_send(SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(buf.buf, 64, buf.lkey)]))
+    got = w.drain()
+    check([p[:2] for p in got] == [(SEND_ONLY, PSN)], f"the QP sends at PSN {PSN:#x} ({got})")
+    before = w.counters.read()
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN - 5, bp.aeth(NAK_ACCESS, 0))
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN - 1, bp.aeth(0x20, 0))
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN + 1, bp.aeth(NAK_INVALID, 0))
+    time.sleep(0.5)
+    n, wcs = v.cq.poll(1)
+    check(n == 0 and counted(w, before, "rx_drop_psn") == 3,
+          f"NAKs before and after the only PSN in flight, and an old RNR NAK: nothing "
+          f"completes, rx_drop_psn +3 (completions {[wc.status for wc in wcs[:n]]}; "
+          f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN, bp.aeth(NAK_ACCESS, 0))
+    end = time.monotonic() + 1.0
+    n = 0
+    while time.monotonic() < end and n == 0:
+        n, wcs = v.cq.poll(1)
+    check(n == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR,
+          f"the NAK at the PSN in flight fails the SEND, remote access "
+          f"({[wc.status for wc in wcs[:n]]})")
+    while v.cq.poll(1)[0]:
+        pass
+
+
 def payload_sizes(v, w, check):
     """Finding 2: payload sizes, and the MR that ends at 2^64."""
     mem, _, rkey, dereg = reg_mr_iova(v.pd, TOP_LEN, TOP_IOVA, LW | RW | RR)
@@ -585,7 +618,8 @@ def main():
     check = Checks()
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
-    for part in (addresses, duplicate_reads, atomic_replays, read_responses, payload_sizes):
+    for part in (addresses, duplicate_reads, atomic_replays, stale_naks, read_responses,
+                 payload_sizes):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run

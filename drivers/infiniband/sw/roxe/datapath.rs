@@ -1535,7 +1535,14 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         return Ok(());
     }
     let aeth = pkt.ext.aeth.ok_or(Drop::Unexpected)?;
-    match Syndrome::from_u8(aeth.syndrome) {
+    let syndrome = Syndrome::from_u8(aeth.syndrome);
+    if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_))) && !psn.in_range(st.una, st.npsn) {
+        // A NAK names a packet sent and not yet acknowledged; an older one
+        // (delayed, duplicated, or forged without the live PSN) must not
+        // fail or rewind today's work.
+        return Err(Drop::Psn);
+    }
+    match syndrome {
         Some(Syndrome::Ack(_)) => {
             ack_up_to(qp, st, psn);
             send_pending(qp, st);

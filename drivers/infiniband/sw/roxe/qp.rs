@@ -216,6 +216,7 @@ impl QpState {
         self.wctx = None;
         self.nak_sent = false;
         self.reads.clear();
+        self.atomic_replay = [AtomicDone::NONE; ATOMIC_REPLAY];
     }
 }
 
