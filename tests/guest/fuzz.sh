@@ -31,7 +31,7 @@ seed=${ROXE_FUZZ_SEED:-$(($(date +%s%N) / 1000 % 1000000007))}
 alt=192.0.2.101
 spoof=192.0.2.77
 # Each traffic run is bounded; the loops restart them until the fuzzing ends.
-run_limit=150
+run_limit=240
 
 t0=$SECONDS
 stamp() { echo "[$((SECONDS - t0)) s] $*"; }
@@ -75,8 +75,10 @@ else pass "the peer has its device set up"; ok=1; fi
 # output to NAME.log, and the current run's PID to NAME.pid.
 traffic=(fwd rev)
 vsizes=1,7,64,1000,1024,1025,4096,65537
-# Four rounds at three path MTUs: about 120 tests, a minute or more.
-vmtus=1024,512,256,1024
+# Six rounds at three path MTUs: about 170 tests, more than the minute
+# (a new run's start, pyverbs' import, takes 15 s or more beside the
+# fuzzer, and leaves the fuzzer without live QPs meanwhile).
+vmtus=1024,512,256,1024,512,256
 # loop NAME PORT SERVER_ROLE
 loop() {
 	local name=$1 port=$2 pid rc peer=; shift 2
