@@ -146,8 +146,8 @@ pub(crate) fn req_notify(cq: &Cq<Roxe>, kind: Notify) -> Result<bool> {
     Ok(st.producer != st.ring.consumer())
 }
 
-/// Queues a completion. The data path calls this; it runs the completion
-/// handler when the CQ is armed for this kind of completion.
+/// Queues a completion. The data path calls this; it has the completion
+/// handler run when the CQ is armed for this kind of completion.
 pub(crate) fn push(cq: &Cq<Roxe>, cqe: Cqe, solicited: bool) -> core::result::Result<(), PushError> {
     let mut newly_broken = false;
     let mut fire = false;
@@ -186,7 +186,8 @@ pub(crate) fn push(cq: &Cq<Roxe>, cqe: Cqe, solicited: bool) -> core::result::Re
             }
         }
     };
-    // Handlers run without our lock: they may call back into verbs.
+    // The handlers run later from a work item, with none of roxe's locks
+    // held (our callers hold the QP's): they may call back into verbs.
     if newly_broken {
         cq.report_error();
     } else if fire {

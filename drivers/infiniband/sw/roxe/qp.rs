@@ -769,8 +769,7 @@ pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
                 st.attr.state = State::Err;
                 st.release_reads(&qp.device().data().read_credits);
                 flush_rq(qp, st);
-                // The event handler runs with our lock held; the core's
-                // handlers only queue the event.
+                // The event handler runs later, from a work item.
                 qp.report_fatal();
             }
             return Err(EINVAL);
