@@ -451,3 +451,26 @@ unsigned int *roxe_fail_qp_table(void)
 {
 	return &fail_qp_table;
 }
+
+/*
+ * Test only, like fail_qp_table: writing N > 0 to fail_cq_init (or
+ * fail_srq_init) makes the Nth CQ (SRQ) creation from then on fail with
+ * -ENOMEM in its state's initialiser, the last step of creation, after the
+ * per-device budget unit (and the SRQ number) was taken.
+ */
+static unsigned int fail_cq_init;
+module_param(fail_cq_init, uint, 0600);
+MODULE_PARM_DESC(fail_cq_init, "test only: fail the initialisation of the Nth next CQ creation (0: never)");
+static unsigned int fail_srq_init;
+module_param(fail_srq_init, uint, 0600);
+MODULE_PARM_DESC(fail_srq_init, "test only: fail the initialisation of the Nth next SRQ creation (0: never)");
+
+unsigned int *roxe_fail_cq_init(void)
+{
+	return &fail_cq_init;
+}
+
+unsigned int *roxe_fail_srq_init(void)
+{
+	return &fail_srq_init;
+}

@@ -84,4 +84,6 @@ void *roxe_kmap_local_page(struct page *page);
 void roxe_kunmap_local(void *addr);
 
 unsigned int *roxe_fail_qp_table(void);
+unsigned int *roxe_fail_cq_init(void);
+unsigned int *roxe_fail_srq_init(void);
 #endif

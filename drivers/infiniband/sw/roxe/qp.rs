@@ -25,7 +25,7 @@ use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpT
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
 use crate::uapi::{CreateQpResp, Cqe, RecvWqe, RingInfo, SendWqe, Sge};
-use kernel::alloc::KVVec;
+use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVVec};
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use kernel::prelude::*;
@@ -320,9 +320,10 @@ pub(crate) fn create(
     if crate::rdma::fault::fail_qp_table() {
         return Err(ENOMEM);
     }
-    let mut wqe_psns = KVVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL)?;
+    // Sized by the caller: charged to its memory cgroup, like the rings.
+    let mut wqe_psns = KVVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL_ACCOUNT)?;
     for _ in 0..granted.max_send_wr {
-        wqe_psns.push(0, GFP_KERNEL)?;
+        wqe_psns.push(0, GFP_KERNEL_ACCOUNT)?;
     }
     let state = QpState {
         attr: reset_attr(granted),
