@@ -460,10 +460,12 @@ unsigned int *roxe_fail_qp_table(void)
  */
 static unsigned int fail_cq_init;
 module_param(fail_cq_init, uint, 0600);
-MODULE_PARM_DESC(fail_cq_init, "test only: fail the initialisation of the Nth next CQ creation (0: never)");
+MODULE_PARM_DESC(fail_cq_init,
+		 "test only: fail the initialisation of the Nth next CQ creation (0: never)");
 static unsigned int fail_srq_init;
 module_param(fail_srq_init, uint, 0600);
-MODULE_PARM_DESC(fail_srq_init, "test only: fail the initialisation of the Nth next SRQ creation (0: never)");
+MODULE_PARM_DESC(fail_srq_init,
+		 "test only: fail the initialisation of the Nth next SRQ creation (0: never)");
 
 unsigned int *roxe_fail_cq_init(void)
 {

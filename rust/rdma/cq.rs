@@ -89,8 +89,9 @@ impl<T: Driver> Cq<T> {
         let this = unsafe { &*(up as *const Upcalls).cast::<u8>().sub(off).cast::<Self>() };
         let due = up.take();
         if due & UPCALL_ERR != 0 {
+            let ev = bindings::ib_event_type_IB_EVENT_CQ_ERR;
             // SAFETY: The CQ is live; the helper checks for a NULL handler.
-            unsafe { bindings::roxe_dispatch_cq_event(this.ib.get(), bindings::ib_event_type_IB_EVENT_CQ_ERR) };
+            unsafe { bindings::roxe_dispatch_cq_event(this.ib.get(), ev) };
         }
         if due & UPCALL_COMP != 0 {
             // SAFETY: The CQ is live; the helper checks for a NULL handler.

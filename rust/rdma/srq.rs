@@ -84,8 +84,9 @@ impl<T: Driver> Srq<T> {
         // (`destroy_cb` cancels it first).
         let up = unsafe { super::upcall::Upcalls::from_work(work) };
         let off = core::mem::offset_of!(Self, upcalls);
+        let base = (up as *const super::upcall::Upcalls).cast::<u8>();
         // SAFETY: As above: `up` is the `upcalls` field of a live `Srq<T>`.
-        let this = unsafe { &*(up as *const super::upcall::Upcalls).cast::<u8>().sub(off).cast::<Self>() };
+        let this = unsafe { &*base.sub(off).cast::<Self>() };
         if up.take() & UPCALL_LIMIT == 0 {
             return;
         }

@@ -38,7 +38,10 @@ impl Upcalls {
     /// object that is pinned until [`Upcalls::cancel_sync`] returns, and
     /// nothing else may use it yet. `f` must accept the `work` field of
     /// exactly this `Upcalls`.
-    pub(super) unsafe fn init(this: *mut Self, f: unsafe extern "C" fn(*mut bindings::work_struct)) {
+    pub(super) unsafe fn init(
+        this: *mut Self,
+        f: unsafe extern "C" fn(*mut bindings::work_struct),
+    ) {
         // SAFETY: Per the contract the memory is ours to write.
         unsafe {
             core::ptr::addr_of_mut!((*this).pending).write(AtomicU32::new(0));

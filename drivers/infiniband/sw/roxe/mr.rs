@@ -359,7 +359,8 @@ fn count_window(t: &crate::table::Entries<'_, KeyEntry>, win: &Window, bound: bo
         if bound {
             m.windows.fetch_add(1, Ordering::Relaxed);
         } else {
-            let _ = m.windows.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            let dec = |n: u32| n.checked_sub(1);
+            let _ = m.windows.fetch_update(Ordering::Relaxed, Ordering::Relaxed, dec);
         }
     }
 }
