@@ -32,8 +32,11 @@ kdir:
 
 # The kernel build is looked up (and built if missing) on every call, so a
 # fresh machine needs nothing but `make setup` first.
+# tests/kmod holds test-only kernel verbs consumers (C) that guest scripts
+# load; they build with the module, so every VM test finds them.
 BUILD_MODULE = KDIR=$$($(ROOT)/scripts/kernel) && \
-	$(MAKE) -C "$$KDIR" M=$(ROOT) RUSTC=$(RUSTC) BINDGEN=$(BINDGEN) modules
+	$(MAKE) -C "$$KDIR" M=$(ROOT) RUSTC=$(RUSTC) BINDGEN=$(BINDGEN) modules && \
+	$(MAKE) -C "$$KDIR" M=$(ROOT)/tests/kmod modules
 BUILD_PROVIDER = cargo build --release --locked --manifest-path $(ROOT)/userspace-provider/Cargo.toml
 
 module: setup
@@ -77,6 +80,7 @@ install: module provider
 
 clean:
 	-KDIR=$$($(ROOT)/scripts/kernel --path) && [ -d "$$KDIR" ] && $(MAKE) -C "$$KDIR" M=$(ROOT) clean
+	-KDIR=$$($(ROOT)/scripts/kernel --path) && [ -d "$$KDIR" ] && $(MAKE) -C "$$KDIR" M=$(ROOT)/tests/kmod clean
 	rm -f $(ROOT)/rust/bindings_generated.rs
 	-cargo clean --manifest-path $(ROOT)/userspace-provider/Cargo.toml
 	-cargo clean --manifest-path $(ROOT)/rust/proto/Cargo.toml

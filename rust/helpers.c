@@ -8,6 +8,8 @@
 #include <linux/if_packet.h>
 #include <net/addrconf.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
+#include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/inetdevice.h>
 #include <linux/highmem.h>
@@ -113,9 +115,61 @@ void roxe_cq_comp(struct ib_cq *cq)
 		cq->comp_handler(cq, cq->cq_context);
 }
 
+/*
+ * Zeroed, user-mappable memory for a ring, charged to the caller's memory
+ * cgroup. vmalloc_user() does not charge, and the allocator it is built on
+ * (__vmalloc_node_range) is not exported, so the pages are allocated with
+ * GFP_KERNEL_ACCOUNT and mapped with VM_USERMAP (which remap_vmalloc_range
+ * requires) here. VM_MAP_PUT_PAGES hands the pages and the array to the
+ * area: vfree() frees (and uncharges) them. __GFP_RETRY_MAYFAIL makes an
+ * allocation over the cgroup's limit fail with NULL instead of waking the
+ * OOM killer.
+ */
 void *roxe_vmalloc_user(unsigned long size)
 {
-	return vmalloc_user(size);
+	const gfp_t gfp = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_RETRY_MAYFAIL | __GFP_NOWARN;
+	unsigned long i, n = PAGE_ALIGN(size) >> PAGE_SHIFT;
+	struct page **pages;
+	void *addr;
+
+	if (!n || n > UINT_MAX)
+		return NULL;
+	pages = kvmalloc_array(n, sizeof(*pages), gfp);
+	if (!pages)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		pages[i] = alloc_page(gfp);
+		if (!pages[i])
+			goto fail;
+		cond_resched();
+	}
+	addr = vmap(pages, n, VM_MAP | VM_USERMAP | VM_MAP_PUT_PAGES, PAGE_KERNEL);
+	if (addr)
+		return addr;
+fail:
+	while (i--)
+		__free_page(pages[i]);
+	kvfree(pages);
+	return NULL;
+}
+
+/*
+ * Work items that run a verbs consumer's handlers with no roxe lock held
+ * (rust/rdma/upcall.rs).
+ */
+void roxe_work_init(struct work_struct *w, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(w, fn);
+}
+
+void roxe_work_queue(struct work_struct *w)
+{
+	queue_work(system_highpri_wq, w);
+}
+
+void roxe_work_cancel_sync(struct work_struct *w)
+{
+	cancel_work_sync(w);
 }
 
 size_t roxe_umem_num_pages(struct ib_umem *umem)
@@ -416,4 +470,29 @@ MODULE_PARM_DESC(fail_qp_table, "test only: fail the PSN table allocation of the
 unsigned int *roxe_fail_qp_table(void)
 {
 	return &fail_qp_table;
+}
+
+/*
+ * Test only, like fail_qp_table: writing N > 0 to fail_cq_init (or
+ * fail_srq_init) makes the Nth CQ (SRQ) creation from then on fail with
+ * -ENOMEM in its state's initialiser, the last step of creation, after the
+ * per-device budget unit (and the SRQ number) was taken.
+ */
+static unsigned int fail_cq_init;
+module_param(fail_cq_init, uint, 0600);
+MODULE_PARM_DESC(fail_cq_init,
+		 "test only: fail the initialisation of the Nth next CQ creation (0: never)");
+static unsigned int fail_srq_init;
+module_param(fail_srq_init, uint, 0600);
+MODULE_PARM_DESC(fail_srq_init,
+		 "test only: fail the initialisation of the Nth next SRQ creation (0: never)");
+
+unsigned int *roxe_fail_cq_init(void)
+{
+	return &fail_cq_init;
+}
+
+unsigned int *roxe_fail_srq_init(void)
+{
+	return &fail_srq_init;
 }

@@ -38,6 +38,9 @@ void roxe_dispatch_cq_event(struct ib_cq *cq, enum ib_event_type type);
 struct ib_ucontext *roxe_udata_ucontext(struct ib_udata *udata);
 void roxe_cq_comp(struct ib_cq *cq);
 void *roxe_vmalloc_user(unsigned long size);
+void roxe_work_init(struct work_struct *w, void (*fn)(struct work_struct *));
+void roxe_work_queue(struct work_struct *w);
+void roxe_work_cancel_sync(struct work_struct *w);
 size_t roxe_umem_num_pages(struct ib_umem *umem);
 size_t roxe_umem_offset(struct ib_umem *umem);
 size_t roxe_umem_pages(struct ib_umem *umem, struct page **pages, size_t max);
@@ -81,4 +84,6 @@ void *roxe_kmap_local_page(struct page *page);
 void roxe_kunmap_local(void *addr);
 
 unsigned int *roxe_fail_qp_table(void);
+unsigned int *roxe_fail_cq_init(void);
+unsigned int *roxe_fail_srq_init(void);
 #endif

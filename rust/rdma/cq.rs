@@ -4,6 +4,7 @@
 
 use super::device::{Device, Driver};
 use super::udata::UData;
+use super::upcall::Upcalls;
 use crate::bindings;
 use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result};
@@ -35,13 +36,19 @@ pub(crate) enum Notify {
 ///
 /// # Invariants
 ///
-/// `ib` is a live `ib_cq` of a device of `T`; `data` is initialised between
-/// `create_cq` and `destroy_cq`.
+/// `ib` is a live `ib_cq` of a device of `T`; `data` and `upcalls` are
+/// initialised between `create_cq` and `destroy_cq`.
 #[repr(C)]
 pub(crate) struct Cq<T: Driver> {
     ib: Opaque<bindings::ib_cq>,
     data: T::Cq,
+    upcalls: Upcalls,
 }
+
+/// [`Upcalls`] bits of a CQ: the completion handler is due.
+const UPCALL_COMP: u32 = 1;
+/// [`Upcalls`] bits of a CQ: `IB_EVENT_CQ_ERR` is due.
+const UPCALL_ERR: u32 = 2;
 
 /// `IBV_WC_WITH_INV`: the CQE's `imm_data` is the invalidated rkey.
 const WC_WITH_INV: u32 = 8;
@@ -59,18 +66,37 @@ impl<T: Driver> Cq<T> {
         unsafe { Device::from_raw((*self.ib.get()).device) }
     }
 
-    /// Runs the consumer's completion handler (after a completion arrived
-    /// on an armed CQ). Must not be called with driver locks held that the
-    /// handler might take through a verb.
+    /// Has the consumer's completion handler run (after a completion
+    /// arrived on an armed CQ). The handler runs from a work item, with no
+    /// driver lock held, so this may be called under any of them.
     pub(crate) fn call_comp_handler(&self) {
-        // SAFETY: The CQ is live; the helper checks for a NULL handler.
-        unsafe { bindings::roxe_cq_comp(self.ib.get()) };
+        self.upcalls.raise(UPCALL_COMP);
     }
 
-    /// Reports `IB_EVENT_CQ_ERR` (overflow, or a corrupted ring).
+    /// Reports `IB_EVENT_CQ_ERR` (overflow, or a corrupted ring), from a
+    /// work item like [`Cq::call_comp_handler`].
     pub(crate) fn report_error(&self) {
-        // SAFETY: The CQ is live; the helper checks for a NULL handler.
-        unsafe { bindings::roxe_dispatch_cq_event(self.ib.get(), bindings::ib_event_type_IB_EVENT_CQ_ERR) };
+        self.upcalls.raise(UPCALL_ERR);
+    }
+
+    unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
+        // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
+        // of a `Cq<T>`; the work item runs only while the CQ is live
+        // (`destroy_cb` cancels it first).
+        let up = unsafe { Upcalls::from_work(work) };
+        let off = core::mem::offset_of!(Self, upcalls);
+        // SAFETY: As above: `up` is the `upcalls` field of a live `Cq<T>`.
+        let this = unsafe { &*(up as *const Upcalls).cast::<u8>().sub(off).cast::<Self>() };
+        let due = up.take();
+        if due & UPCALL_ERR != 0 {
+            let ev = bindings::ib_event_type_IB_EVENT_CQ_ERR;
+            // SAFETY: The CQ is live; the helper checks for a NULL handler.
+            unsafe { bindings::roxe_dispatch_cq_event(this.ib.get(), ev) };
+        }
+        if due & UPCALL_COMP != 0 {
+            // SAFETY: The CQ is live; the helper checks for a NULL handler.
+            unsafe { bindings::roxe_cq_comp(this.ib.get()) };
+        }
     }
 
     fn set_cqe(ib: *mut bindings::ib_cq, cqe: u32) {
@@ -98,6 +124,10 @@ impl<T: Driver> Cq<T> {
             // is pinned (the core never moves it). On error the initialiser
             // cleans up after itself.
             unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
+            // SAFETY: The field is ours, pinned with the CQ, and unused until
+            // the CQ is returned to the core; `destroy_cb` cancels the work
+            // before the memory goes.
+            unsafe { Upcalls::init(addr_of_mut!((*this).upcalls), Self::upcall_cb) };
             Self::set_cqe(cq, cqe);
             Ok(0)
         })
@@ -107,7 +137,11 @@ impl<T: Driver> Cq<T> {
         let this = cq.cast::<Self>();
         // SAFETY: The core calls this once, for a CQ that `create_cb`
         // initialised and that no QP uses any more (it checks `usecnt`).
-        T::destroy_cq(unsafe { &*this });
+        let cq_ref = unsafe { &*this };
+        T::destroy_cq(cq_ref);
+        // No QP completes into the CQ any more: a handler still due is
+        // dropped, and one running is waited for.
+        cq_ref.upcalls.cancel_sync();
         // SAFETY: As above; nothing uses the data after this.
         unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
         0

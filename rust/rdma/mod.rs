@@ -23,6 +23,7 @@ pub(crate) mod srq;
 pub(crate) mod sysfs;
 pub(crate) mod udata;
 pub(crate) mod umem;
+pub(crate) mod upcall;
 
 /// Whether interrupts are disabled on this CPU. Verbs may be called so
 /// (the MAD layer posts under `spin_lock_irqsave`); drivers then must not

@@ -207,8 +207,9 @@ impl<T: Driver> Mr<T> {
 
     pub(super) unsafe extern "C" fn dereg_cb(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> c_int {
         let this = mr.cast::<Self>();
-        // SAFETY: `mr` came from `publish` and the core calls dereg once,
-        // when no MW or WR references it any more.
+        // SAFETY: `mr` came from `publish` and is live until dereg
+        // succeeds; the core does not call it again after success. (The
+        // driver refuses while memory windows are bound to the MR.)
         let r = T::dereg_mr(unsafe { &*this });
         if let Err(e) = r {
             return e.to_errno();

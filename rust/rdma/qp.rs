@@ -257,7 +257,12 @@ pub(crate) struct Qp<T: Driver> {
     ib: Opaque<bindings::ib_qp>,
     data: T::Qp,
     timer: Opaque<bindings::timer_list>,
+    upcalls: super::upcall::Upcalls,
 }
+
+/// [`Upcalls`](super::upcall::Upcalls) bits of a QP: `IB_EVENT_QP_FATAL`
+/// is due.
+const UPCALL_FATAL: u32 = 1;
 
 impl<T: Driver> Qp<T> {
     /// The driver's data.
@@ -369,17 +374,33 @@ impl<T: Driver> Qp<T> {
         kernel::error::from_result(|| T::detach_mcast(this, &gid).map(|()| 0))
     }
 
-    /// Reports an asynchronous QP event (`IB_EVENT_QP_FATAL` and friends).
+    /// Reports `IB_EVENT_QP_FATAL`. The event handler runs from a work
+    /// item, with no driver lock held, so this may be called under any.
     pub(crate) fn report_fatal(&self) {
+        self.upcalls.raise(UPCALL_FATAL);
+    }
+
+    unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
+        // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
+        // of a `Qp<T>`; the work item runs only while the QP is live
+        // (`destroy_cb` cancels it first).
+        let up = unsafe { super::upcall::Upcalls::from_work(work) };
+        let off = core::mem::offset_of!(Self, upcalls);
+        let base = (up as *const super::upcall::Upcalls).cast::<u8>();
+        // SAFETY: As above: `up` is the `upcalls` field of a live `Qp<T>`.
+        let this = unsafe { &*base.sub(off).cast::<Self>() };
+        if up.take() & UPCALL_FATAL == 0 {
+            return;
+        }
         let mut ev = bindings::ib_event::default();
-        ev.device = self.device().as_raw();
-        ev.element.qp = self.ib.get();
+        ev.device = this.device().as_raw();
+        ev.element.qp = this.ib.get();
         ev.event = bindings::ib_event_type_IB_EVENT_QP_FATAL;
         // SAFETY: The QP is live; the core's handler (set at creation)
         // forwards to the consumer's.
         unsafe {
-            if let Some(h) = (*self.ib.get()).event_handler {
-                h(&mut ev, (*self.ib.get()).qp_context);
+            if let Some(h) = (*this.ib.get()).event_handler {
+                h(&mut ev, (*this.ib.get()).qp_context);
             }
         }
     }
@@ -416,6 +437,10 @@ impl<T: Driver> Qp<T> {
             // SAFETY: The timer field is ours and not in use; nothing can
             // arm it before the QP is published below.
             unsafe { bindings::roxe_timer_setup(Opaque::raw_get(addr_of_mut!((*this).timer)), Some(Self::timer_cb)) };
+            // SAFETY: The field is ours, pinned with the QP, and unused until
+            // the QP is published below; every path that frees the QP after
+            // this (`destroy_cb`, the failed insert) cancels the work first.
+            unsafe { super::upcall::Upcalls::init(addr_of_mut!((*this).upcalls), Self::upcall_cb) };
             // SAFETY: The QP is not visible to anyone else yet.
             unsafe { (*qp).qp_num = qpn };
             // SAFETY: Initialised just above; the core keeps the memory until
@@ -423,6 +448,7 @@ impl<T: Driver> Qp<T> {
             let done = unsafe { &*this };
             if let Err(e) = T::qp_index(done.device()).insert(done) {
                 T::destroy_qp(done);
+                done.upcalls.cancel_sync();
                 // SAFETY: Initialised above and not published; the core frees
                 // the memory when creation fails.
                 unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
@@ -486,6 +512,9 @@ impl<T: Driver> Qp<T> {
         // the timer from being armed again.
         unsafe { bindings::roxe_timer_shutdown_sync(q.timer.get()) };
         T::destroy_qp(q);
+        // Unreachable now: an event still due is dropped, one running is
+        // waited for.
+        q.upcalls.cancel_sync();
         // SAFETY: As above.
         unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
         0

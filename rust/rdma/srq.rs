@@ -46,13 +46,18 @@ pub(crate) struct SrqModify {
 ///
 /// # Invariants
 ///
-/// `ib` is a live `ib_srq` of a device of `T`; `data` is initialised
-/// between create and destroy.
+/// `ib` is a live `ib_srq` of a device of `T`; `data` and `upcalls` are
+/// initialised between create and destroy.
 #[repr(C)]
 pub(crate) struct Srq<T: Driver> {
     ib: Opaque<bindings::ib_srq>,
     data: T::Srq,
+    upcalls: super::upcall::Upcalls,
 }
+
+/// [`Upcalls`](super::upcall::Upcalls) bits of an SRQ:
+/// `IB_EVENT_SRQ_LIMIT_REACHED` is due.
+const UPCALL_LIMIT: u32 = 1;
 
 impl<T: Driver> Srq<T> {
     /// The driver's data.
@@ -67,16 +72,32 @@ impl<T: Driver> Srq<T> {
         unsafe { Device::from_raw((*self.ib.get()).device) }
     }
 
-    /// Reports `IB_EVENT_SRQ_LIMIT_REACHED`.
+    /// Reports `IB_EVENT_SRQ_LIMIT_REACHED`. The event handler runs from a
+    /// work item, with no driver lock held, so this may be called under any.
     pub(crate) fn report_limit_reached(&self) {
+        self.upcalls.raise(UPCALL_LIMIT);
+    }
+
+    unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
+        // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
+        // of an `Srq<T>`; the work item runs only while the SRQ is live
+        // (`destroy_cb` cancels it first).
+        let up = unsafe { super::upcall::Upcalls::from_work(work) };
+        let off = core::mem::offset_of!(Self, upcalls);
+        let base = (up as *const super::upcall::Upcalls).cast::<u8>();
+        // SAFETY: As above: `up` is the `upcalls` field of a live `Srq<T>`.
+        let this = unsafe { &*base.sub(off).cast::<Self>() };
+        if up.take() & UPCALL_LIMIT == 0 {
+            return;
+        }
         let mut ev = bindings::ib_event::default();
-        ev.device = self.device().as_raw();
-        ev.element.srq = self.ib.get();
+        ev.device = this.device().as_raw();
+        ev.element.srq = this.ib.get();
         ev.event = bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED;
         // SAFETY: The SRQ is live; the handler, if any, was set by the core.
         unsafe {
-            if let Some(h) = (*self.ib.get()).event_handler {
-                h(&mut ev, (*self.ib.get()).srq_context);
+            if let Some(h) = (*this.ib.get()).event_handler {
+                h(&mut ev, (*this.ib.get()).srq_context);
             }
         }
     }
@@ -101,6 +122,10 @@ impl<T: Driver> Srq<T> {
             let this = srq.cast::<Self>();
             // SAFETY: Room for `data` (`size_ib_srq`); pinned by the core.
             unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
+            // SAFETY: The field is ours, pinned with the SRQ, and unused until
+            // the SRQ is returned to the core; `destroy_cb` cancels the work
+            // before the memory goes.
+            unsafe { super::upcall::Upcalls::init(addr_of_mut!((*this).upcalls), Self::upcall_cb) };
             granted.write_to(&mut ia.attr);
             Ok(0)
         })
@@ -158,7 +183,11 @@ impl<T: Driver> Srq<T> {
         let this = srq.cast::<Self>();
         // SAFETY: Called once for an initialised SRQ that no QP uses (the
         // core checks its use count).
-        T::destroy_srq(unsafe { &*this });
+        let srq_ref = unsafe { &*this };
+        T::destroy_srq(srq_ref);
+        // No QP takes from the SRQ any more: an event still due is dropped,
+        // one running is waited for.
+        srq_ref.upcalls.cancel_sync();
         // SAFETY: As above.
         unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
         0

@@ -5,7 +5,7 @@
 use super::device::{Device, Driver};
 use crate::bindings;
 use core::ptr::NonNull;
-use kernel::alloc::{flags::GFP_KERNEL, KVec};
+use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVec};
 use kernel::error::{code::*, Error, Result};
 
 /// A page of pinned user memory, as the data path will address it.
@@ -76,16 +76,17 @@ impl Umem {
     pub(crate) fn pages(&self) -> Result<KVec<PinnedPage>> {
         // SAFETY: The umem is live.
         let n = unsafe { bindings::roxe_umem_num_pages(self.raw.as_ptr()) };
-        let mut v: KVec<*mut bindings::page> = KVec::with_capacity(n, GFP_KERNEL)?;
+        // Sized by the caller's MR: charged to its memory cgroup.
+        let mut v: KVec<*mut bindings::page> = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         // SAFETY: `v` has room for `n` pointers; the helper writes at most
         // `n` and returns how many.
         let got = unsafe { bindings::roxe_umem_pages(self.raw.as_ptr(), v.as_mut_ptr(), n) };
         // SAFETY: The helper initialised the first `got <= n` elements.
         unsafe { v.set_len(got.min(n)) };
-        let mut out = KVec::with_capacity(v.len(), GFP_KERNEL)?;
+        let mut out = KVec::with_capacity(v.len(), GFP_KERNEL_ACCOUNT)?;
         for p in v.iter() {
             // INVARIANT: pinned by this umem.
-            out.push(PinnedPage(NonNull::new(*p).ok_or(EFAULT)?), GFP_KERNEL)?;
+            out.push(PinnedPage(NonNull::new(*p).ok_or(EFAULT)?), GFP_KERNEL_ACCOUNT)?;
         }
         Ok(out)
     }

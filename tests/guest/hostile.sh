@@ -30,6 +30,20 @@ fi
 sed 's/^/    /' "$ROXE_OUT/hostile.log"
 
 check "the device is still usable: ibv_devinfo" ibv_devinfo -d roxe0
+
+# Issue 13, finding 8: a kernel consumer whose completion handler polls its
+# CQ, re-arms it and posts to the same QP (tests/kmod/roxe_polltest.c, built
+# by `make module`). Its load fails unless 300 loopback round trips went
+# through. A driver that runs the handler under its own locks deadlocks
+# here (the guest hangs and the rig's timeout fails the run) or lockdep
+# reports it.
+POLLTEST=$ROXE_ROOT/tests/kmod/roxe_polltest.ko
+check "roxe_polltest.ko is built" test -f "$POLLTEST"
+check "a completion handler that polls and posts from inside: roxe_polltest" \
+	timeout 120 insmod "$POLLTEST" dev=roxe0 rounds=300
+polltest_passed() { dmesg | grep "roxe_polltest: PASS 300 round trips"; }
+check "roxe_polltest reported its round trips" polltest_passed
+check "rmmod roxe_polltest" rmmod roxe_polltest
 check "rdma link delete roxe0" rdma link delete roxe0
 
 # roxe logs "still accounted" when a device goes with a budget or the GSI

@@ -99,6 +99,11 @@ const SCENARIOS: &[Scenario] = &[
         run: scenario::mr_rereg::run,
     },
     Scenario {
+        name: "mw-bound",
+        about: "DEREG_MR and REREG_MR of an MR with a memory window bound to it (EINVAL, as rxe)",
+        run: scenario::mw_bound::run,
+    },
+    Scenario {
         name: "ah-scope",
         about: "UD sends through another ucontext's and another PD's AH number",
         run: scenario::ah_scope::run,
@@ -107,6 +112,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "qp-fault",
         about: "CREATE_QP failing after its QP number was taken (roxe's fail_qp_table knob); hostile.sh checks nothing leaked",
         run: scenario::qp_fault::run,
+    },
+    Scenario {
+        name: "cq-srq-fault",
+        about: "CREATE_CQ and CREATE_SRQ failing after their budget unit was taken (roxe's fail_cq_init and fail_srq_init knobs); hostile.sh checks nothing leaked",
+        run: scenario::cq_srq_fault::run,
     },
     Scenario {
         name: "teardown",

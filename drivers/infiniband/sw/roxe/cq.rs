@@ -13,7 +13,7 @@ use crate::rdma::udata::UData;
 use crate::uapi::{CreateCqResp, Cqe};
 use core::mem::size_of;
 use crate::rdma::errno::eopnotsupp;
-use kernel::error::code::{EINVAL, EIO};
+use kernel::error::code::{EINVAL, EIO, ENOMEM};
 use crate::sync::new_spinlock_bh;
 use kernel::prelude::*;
 use crate::sync::SpinLockBh;
@@ -65,11 +65,11 @@ fn respond(udata: Option<&UData<'_>>, ring: &Ring<Cqe>) -> Result {
     })
 }
 
-pub(crate) fn create(
-    dev: &Device<Roxe>,
+pub(crate) fn create<'a>(
+    dev: &'a Device<Roxe>,
     init: &CqInit,
     udata: Option<&UData<'_>>,
-) -> Result<(impl PinInit<RoxeCq, Error>, u32)> {
+) -> Result<(impl PinInit<RoxeCq, Error> + 'a, u32)> {
     if init.flags != 0 {
         return Err(eopnotsupp());
     }
@@ -80,21 +80,23 @@ pub(crate) fn create(
         u.expect_no_input()?;
     }
     let geometry = Geometry::for_entries(init.cqe, MAX_CQ_SLOTS).ok_or(EINVAL)?;
-    dev.data().cqs.take()?;
-    let ring = match ring_for(udata, geometry).and_then(|r| respond(udata, &r).map(|()| r)) {
-        Ok(r) => r,
-        Err(e) => {
-            dev.data().cqs.give_back();
-            return Err(e);
-        }
-    };
+    // Given back on every error path below, up to and including a failing
+    // initialiser; kept (and given back by `destroy`) once the CQ exists.
+    let unit = dev.data().cqs.take_unit()?;
+    let ring = ring_for(udata, geometry)?;
+    respond(udata, &ring)?;
     let state = CqState { ring, producer: 0, armed: None, broken: false };
-    Ok((
-        try_pin_init!(RoxeCq {
-            state <- new_spinlock_bh!(state, "roxe_cq"),
-        }),
-        geometry.num_slots(),
-    ))
+    let init = try_pin_init!(RoxeCq {
+        state <- new_spinlock_bh!(state, "roxe_cq"),
+    })
+    .pin_chain(move |_| {
+        if crate::rdma::fault::fail_cq_init() {
+            return Err(ENOMEM);
+        }
+        unit.keep();
+        Ok(())
+    });
+    Ok((init, geometry.num_slots()))
 }
 
 pub(crate) fn destroy(cq: &Cq<Roxe>) {
@@ -146,8 +148,8 @@ pub(crate) fn req_notify(cq: &Cq<Roxe>, kind: Notify) -> Result<bool> {
     Ok(st.producer != st.ring.consumer())
 }
 
-/// Queues a completion. The data path calls this; it runs the completion
-/// handler when the CQ is armed for this kind of completion.
+/// Queues a completion. The data path calls this; it has the completion
+/// handler run when the CQ is armed for this kind of completion.
 pub(crate) fn push(cq: &Cq<Roxe>, cqe: Cqe, solicited: bool) -> core::result::Result<(), PushError> {
     let mut newly_broken = false;
     let mut fire = false;
@@ -186,7 +188,8 @@ pub(crate) fn push(cq: &Cq<Roxe>, cqe: Cqe, solicited: bool) -> core::result::Re
             }
         }
     };
-    // Handlers run without our lock: they may call back into verbs.
+    // The handlers run later from a work item, with none of roxe's locks
+    // held (our callers hold the QP's): they may call back into verbs.
     if newly_broken {
         cq.report_error();
     } else if fire {

@@ -131,3 +131,29 @@ impl Budget {
         }
     }
 }
+
+/// One unit of a [`Budget`], given back when dropped unless the object it
+/// was taken for keeps it ([`Unit::keep`]): an error path cannot leak it.
+pub(crate) struct Unit<'a>(&'a Budget);
+
+impl Budget {
+    /// Takes one unit as a [`Unit`]; fails like [`Budget::take`].
+    pub(crate) fn take_unit(&self) -> Result<Unit<'_>> {
+        self.take()?;
+        Ok(Unit(self))
+    }
+}
+
+impl Unit<'_> {
+    /// The object was made and owns the unit now; whoever destroys it
+    /// calls [`Budget::give_back`].
+    pub(crate) fn keep(self) {
+        core::mem::forget(self);
+    }
+}
+
+impl Drop for Unit<'_> {
+    fn drop(&mut self) {
+        self.0.give_back();
+    }
+}

@@ -98,6 +98,10 @@ pub(crate) struct MrData {
     /// Fast-registration MRs are valid between `IB_WR_REG_MR` and an
     /// invalidate; others always.
     valid: AtomicBool,
+    /// Memory windows bound to the MR. Changed only under the key table's
+    /// lock; while it is not 0 the MR cannot be deregistered or
+    /// re-registered (IBA 10.6.7.2.6), so a window never outlives its MR.
+    windows: AtomicU32,
     backing: Backing,
 }
 
@@ -332,9 +336,46 @@ pub(crate) fn bind(dev: &crate::device::RoxeDev, pd: usize, qpn: u32, a: &BindAr
             _ => return Err(LocalError::Bind),
         };
         w.key = a.new_key;
-        w.bound = (win.len != 0 || !type1).then_some((win, qpn));
+        let new = (win.len != 0 || !type1).then_some((win, qpn));
+        // INVARIANT: a window with a binding counts once in its MR's
+        // `windows` (a type 1 rebind moves it from the old MR).
+        let old = core::mem::replace(&mut w.bound, new);
+        if let Some((old, _)) = old {
+            count_window(t, &old, false);
+        }
+        if let Some((win, _)) = new {
+            count_window(t, &win, true);
+        }
         Ok(())
     })
+}
+
+/// Counts a window bound to (or unbound from) the MR it lies in. Called
+/// under the key table's lock.
+fn count_window(t: &crate::table::Entries<'_, KeyEntry>, win: &Window, bound: bool) {
+    // The MR cannot have gone while the window was bound to it (`dereg`
+    // refuses), so the index still names it even if its key changed.
+    if let Some(KeyEntry::Mr(m)) = t.get(win.mr_key >> 8) {
+        if bound {
+            m.windows.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let dec = |n: u32| n.checked_sub(1);
+            let _ = m.windows.fetch_update(Ordering::Relaxed, Ordering::Relaxed, dec);
+        }
+    }
+}
+
+/// Removes memory window `index` from the key table, unbinding it from its
+/// MR.
+pub(crate) fn remove_mw(dev: &crate::device::RoxeDev, index: u32) {
+    let gone = dev.mr_table.locked(|t| {
+        let gone = t.remove(index);
+        if let Some(KeyEntry::Mw(MwState { bound: Some((win, _)), .. })) = &gone {
+            count_window(t, win, false);
+        }
+        gone
+    });
+    drop(gone);
 }
 
 /// Invalidates `rkey`: a fast-registration MR, or a type 2 window (bound,
@@ -342,12 +383,17 @@ pub(crate) fn bind(dev: &crate::device::RoxeDev, pd: usize, qpn: u32, a: &BindAr
 pub(crate) fn invalidate(dev: &crate::device::RoxeDev, pd: usize, qpn: Option<u32>, rkey: u32) -> core::result::Result<(), LocalError> {
     dev.mr_table.locked(|t| match t.get_mut(rkey >> 8) {
         Some(KeyEntry::Mr(m)) if m.key() == rkey && m.pd.load(Ordering::Acquire) == pd && matches!(m.backing, Backing::Fast(_)) => {
+            // Not under bound windows (as rxe).
+            if m.windows.load(Ordering::Relaxed) != 0 {
+                return Err(LocalError::Op);
+            }
             m.valid.store(false, Ordering::Relaxed);
             Ok(())
         }
         Some(KeyEntry::Mw(w)) if w.key == rkey && w.pd == pd && w.mw_type == MwType::Two => match w.bound {
-            Some((_, b)) if qpn.is_none_or(|q| q == b) => {
+            Some((win, b)) if qpn.is_none_or(|q| q == b) => {
                 w.bound = None;
+                count_window(t, &win, false);
                 Ok(())
             }
             _ => Err(LocalError::Op),
@@ -425,6 +471,7 @@ fn new_mr(pd: &Pd<Roxe>, access: u32, iova: u64, backing: Backing) -> Result<Rox
         length: AtomicU64::new(length),
         access: AtomicU32::new(access),
         valid: AtomicBool::new(valid),
+        windows: AtomicU32::new(0),
         backing,
     };
     match Arc::new(data, GFP_KERNEL) {
@@ -478,6 +525,12 @@ pub(crate) fn rereg(
 ) -> Result<Option<(RoxeMr, MrInfo)>> {
     let this = mr.data();
     if !matches!(this.data.backing, Backing::User(_)) {
+        return Err(EINVAL);
+    }
+    // Not under bound windows (IBA 10.6.7.2.6, as rxe): they rest on the
+    // MR's pages, rights and PD. (A bind racing this call is caught where
+    // it matters: `dereg` of the old MR checks again under the lock.)
+    if this.data.windows.load(Ordering::Relaxed) != 0 {
         return Err(EINVAL);
     }
     let access = if what.access { check_access(args.access)? } else { this.data.access.load(Ordering::Acquire) };
@@ -556,7 +609,19 @@ pub(crate) fn map_end(mr: &RoxeMr, iova: u64) {
     }
 }
 
+/// Deregisters an MR; refused with `EINVAL` while memory windows are bound
+/// to it (IBA 10.6.7.2.6, as rxe), which would otherwise reach through a
+/// stale key whatever the index comes to hold next.
 pub(crate) fn dereg(mr: &Mr<Roxe>) -> Result {
-    release_key(mr.device().data(), mr.data().index);
+    let dev = mr.device().data();
+    let index = mr.data().index;
+    // Checked and removed under one hold of the lock that binds take.
+    let gone = dev.mr_table.locked(|t| match t.get(index) {
+        Some(KeyEntry::Mr(m)) if m.windows.load(Ordering::Relaxed) != 0 => Err(EINVAL),
+        _ => Ok(t.remove(index)),
+    })?;
+    // The entry (a reference to the MR's data) goes after the lock.
+    drop(gone);
+    dev.mrs.give_back();
     Ok(())
 }

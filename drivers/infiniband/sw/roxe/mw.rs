@@ -41,6 +41,6 @@ pub(crate) fn alloc(dev: &Device<Roxe>, pd: &Pd<Roxe>, mw_type: MwType, udata: O
 
 pub(crate) fn dealloc(dev: &Device<Roxe>, mw: RoxeMw) {
     let d = dev.data();
-    d.mr_table.remove(mw.index);
+    crate::mr::remove_mw(d, mw.index);
     d.mws.give_back();
 }

@@ -25,7 +25,7 @@ use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpT
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
 use crate::uapi::{CreateQpResp, Cqe, RecvWqe, RingInfo, SendWqe, Sge};
-use kernel::alloc::KVVec;
+use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVVec};
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use kernel::prelude::*;
@@ -337,9 +337,10 @@ pub(crate) fn create(
     if crate::rdma::fault::fail_qp_table() {
         return Err(ENOMEM);
     }
-    let mut wqe_psns = KVVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL)?;
+    // Sized by the caller: charged to its memory cgroup, like the rings.
+    let mut wqe_psns = KVVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL_ACCOUNT)?;
     for _ in 0..granted.max_send_wr {
-        wqe_psns.push(0, GFP_KERNEL)?;
+        wqe_psns.push(0, GFP_KERNEL_ACCOUNT)?;
     }
     let state = QpState {
         attr: reset_attr(granted),
@@ -786,8 +787,7 @@ pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
                 st.attr.state = State::Err;
                 st.release_reads(&qp.device().data().read_credits);
                 flush_rq(qp, st);
-                // The event handler runs with our lock held; the core's
-                // handlers only queue the event.
+                // The event handler runs later, from a work item.
                 qp.report_fatal();
             }
             return Err(EINVAL);

@@ -37,11 +37,40 @@ struct SrqState {
     limit: u32,
 }
 
-pub(crate) fn create(
-    dev: &Device<Roxe>,
+/// An SRQ number and the budget unit taken with it, given back on drop
+/// unless the SRQ keeps them ([`SrqNumber::keep`]): no error path of
+/// creation can leak them.
+struct SrqNumber<'a> {
+    dev: &'a crate::device::RoxeDev,
+    num: u32,
+}
+
+impl<'a> SrqNumber<'a> {
+    fn take(dev: &'a crate::device::RoxeDev) -> Result<Self> {
+        let unit = dev.srqs.take_unit()?;
+        let num = dev.srq_table.insert(())?;
+        unit.keep();
+        Ok(SrqNumber { dev, num })
+    }
+
+    /// The SRQ was made and owns the number; `destroy` gives it back.
+    fn keep(self) {
+        core::mem::forget(self);
+    }
+}
+
+impl Drop for SrqNumber<'_> {
+    fn drop(&mut self) {
+        self.dev.srq_table.remove(self.num);
+        self.dev.srqs.give_back();
+    }
+}
+
+pub(crate) fn create<'a>(
+    dev: &'a Device<Roxe>,
     attr: &SrqAttr,
     udata: Option<&UData<'_>>,
-) -> Result<(impl PinInit<RoxeSrq, Error>, SrqAttr)> {
+) -> Result<(impl PinInit<RoxeSrq, Error> + 'a, SrqAttr)> {
     if attr.max_wr == 0 || attr.max_wr > MAX_SRQ_WR || attr.max_sge > MAX_SRQ_SGE || attr.srq_limit > attr.max_wr {
         return Err(EINVAL);
     }
@@ -57,14 +86,8 @@ pub(crate) fn create(
     let max_sge = qpx::recv_sge_capacity(slot).min(MAX_SRQ_SGE);
     let granted = SrqAttr { max_wr: g.num_slots(), max_sge, srq_limit: attr.srq_limit };
     let d = dev.data();
-    d.srqs.take()?;
-    let num = match d.srq_table.insert(()) {
-        Ok(n) => n,
-        Err(e) => {
-            d.srqs.give_back();
-            return Err(e);
-        }
-    };
+    let number = SrqNumber::take(d)?;
+    let num = number.num;
     if let Some(u) = udata {
         let info = ring.mmap_info().ok_or(EINVAL).and_then(|(mmap_offset, mmap_size)| {
             u.respond(&CreateSrqResp {
@@ -78,21 +101,22 @@ pub(crate) fn create(
                 _reserved: 0,
             })
         });
-        if let Err(e) = info {
-            d.srq_table.remove(num);
-            d.srqs.give_back();
-            return Err(e);
-        }
+        info?;
     }
     let state = SrqState { ring, consumer: 0, limit: attr.srq_limit };
-    Ok((
-        try_pin_init!(RoxeSrq {
-            num,
-            max_sge,
-            state <- new_spinlock_irq!(state, "roxe_srq"),
-        }),
-        granted,
-    ))
+    let init = try_pin_init!(RoxeSrq {
+        num,
+        max_sge,
+        state <- new_spinlock_irq!(state, "roxe_srq"),
+    })
+    .pin_chain(move |_| {
+        if crate::rdma::fault::fail_srq_init() {
+            return Err(ENOMEM);
+        }
+        number.keep();
+        Ok(())
+    });
+    Ok((init, granted))
 }
 
 fn ring_for(udata: Option<&UData<'_>>, g: Geometry, slot: usize) -> Result<Ring<RecvWqe>> {

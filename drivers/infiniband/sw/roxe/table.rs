@@ -104,6 +104,11 @@ impl<V> Entries<'_, V> {
     pub(crate) fn get_mut(&mut self, idx: u32) -> Option<&mut V> {
         self.tree.get_mut(&idx)
     }
+
+    /// Removes and returns the value at `idx`. Drop it after the lock.
+    pub(crate) fn remove(&mut self, idx: u32) -> Option<V> {
+        self.tree.remove(&idx)
+    }
 }
 
 impl<V> Inner<V> {

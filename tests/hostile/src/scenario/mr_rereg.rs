@@ -97,7 +97,7 @@ fn write_slot(wr_id: u64, src: u64, lkey: u32, dst: u64, rkey: u32) -> Vec<u8> {
 
 /// A signaled type 1 bind (as `ibv_bind_mw` posts it) of `len` bytes at
 /// `addr` of the MR `lkey` names, granting `rights`.
-fn bind_slot(wr_id: u64, mw_rkey: u32, lkey: u32, addr: u64, len: u64, rights: u32) -> Vec<u8> {
+pub(super) fn bind_slot(wr_id: u64, mw_rkey: u32, lkey: u32, addr: u64, len: u64, rights: u32) -> Vec<u8> {
     let wqe = SendWqe {
         opcode: BIND_MW,
         rkey: mw_rkey,
@@ -112,7 +112,7 @@ fn bind_slot(wr_id: u64, mw_rkey: u32, lkey: u32, addr: u64, len: u64, rights: u
 
 /// Posts `slot` on a fresh loopback RC QP and returns its completion's
 /// status, or `None` if none came.
-fn one_wqe(fx: &Fx, cq: &Cq, ring: &CqRing, slot: &[u8]) -> Result<Option<(u64, u32)>, Fail> {
+pub(super) fn one_wqe(fx: &Fx, cq: &Cq, ring: &CqRing, slot: &[u8]) -> Result<Option<(u64, u32)>, Fail> {
     let q = fx.loopback(QpSpec::new(QpType::Rc, cq, cq))?;
     post_raw(&q.sq, slot);
     fx.v.doorbell(q.qp.handle).step("the doorbell")?;
