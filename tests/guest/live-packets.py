@@ -32,6 +32,16 @@ Anything else is dropped unanswered and counted as rx_drop_duplicate.
 Read responses (the sweep). A QP's own READ must take only responses of
 the size the responder cuts them at; a short one must not complete it.
 
+Receive WQEs (finding 5). A receive the responder took is completed or
+stays first in line, never lost: a UC SEND that loses a Middle leaves its
+receive for the next message; an RC SEND NAKed part-way (a wrong size, or
+longer than its receive buffer: IBV_WC_LOC_LEN_ERR at once) completes its
+receive with the error and flushes the rest (the QP goes to ERR, as rxe);
+a QP moved to ERR inside a SEND flushes that SEND's receive too. And the
+sweep: a QP with max_dest_rd_atomic 0 NAKs READs and atomics as invalid
+requests (rx_drop_invalid); a UD datagram longer than the port's MTU is
+dropped as rx_drop_length and takes no receive.
+
 Prints `ok   ...` or `FAIL ...` per check, then `live-packets: N ok, M
 failed`; the exit status is 0 only if every check passed.
 """

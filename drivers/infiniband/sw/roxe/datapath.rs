@@ -914,7 +914,8 @@ fn recv_ud(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, meta: &Meta<'_>) -
     .ok_or(Drop::Transport)?;
     // A datagram is one packet of at most the port's MTU; a longer one is
     // dropped before it takes a receive.
-    let mtu = st.ndev.as_ref().and_then(|nd| IbMtu::for_netdev_mtu(nd.mtu())).unwrap_or(IbMtu::Mtu256);
+    let mtu = st.ndev.as_ref().and_then(|nd| IbMtu::for_netdev_mtu(nd.mtu()));
+    let mtu = mtu.unwrap_or(IbMtu::Mtu256);
     if pkt.payload.len() > mtu.bytes() as usize {
         return Err(Drop::Length);
     }
@@ -1246,7 +1247,8 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
     // (UC), as `refuse` does.
     if imm.is_some() {
         if n != 0 {
-            mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |_, _| Ok(())).map_err(|_| Nak::Access)?;
+            mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |_, _| Ok(()))
+                .map_err(|_| Nak::Access)?;
         }
         let r = pop_recv(qp, st).ok_or(Nak::Rnr)?;
         st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0 });
