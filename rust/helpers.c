@@ -4,6 +4,8 @@
  * See helpers.h.
  */
 #include <linux/if_vlan.h>
+#include <linux/etherdevice.h>
+#include <linux/if_packet.h>
 #include <net/addrconf.h>
 #include <linux/vmalloc.h>
 #include <linux/moduleparam.h>
@@ -225,28 +227,6 @@ void roxe_skb_consume(struct sk_buff *skb)
 	consume_skb(skb);
 }
 
-struct net_device *roxe_ip4_dev_find(struct net_device *via, __be32 addr)
-{
-	return ip_dev_find(dev_net(via), addr);
-}
-
-struct net_device *roxe_ip6_dev_find(struct net_device *via, const struct in6_addr *addr)
-{
-	struct net_device *ndev;
-
-	rcu_read_lock();
-	ndev = ipv6_dev_find(dev_net(via), addr, NULL);
-	if (ndev)
-		dev_hold(ndev);
-	rcu_read_unlock();
-	return ndev;
-}
-
-bool roxe_netdev_is_loopback(const struct net_device *ndev)
-{
-	return ndev->flags & IFF_LOOPBACK;
-}
-
 struct dst_entry *roxe_route4(struct net_device *ndev, __be32 saddr, __be32 daddr)
 {
 	struct flowi4 fl = {
@@ -326,6 +306,46 @@ int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
 	}
 	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
 	return ip_local_out(dev_net(dst->dev), NULL, skb);
+}
+
+/* Whether @dst delivers to this host: its device is the loopback device. */
+bool roxe_dst_is_local(const struct dst_entry *dst)
+{
+	return dst->dev->flags & IFF_LOOPBACK;
+}
+
+/*
+ * Delivers a packet roxe built for one of this host's own addresses as if
+ * @ndev had received it, instead of sending it out through `lo`: roxe takes
+ * nothing that arrives on `lo`, where any local socket could put it. The
+ * packet gets an Ethernet header to @ndev's own address, so taps and the
+ * stack see an ordinary frame, and keeps @dst, the local route, so the IP
+ * layer delivers it without a route lookup. Always consumes @skb.
+ */
+int roxe_tx_loopback(struct sk_buff *skb, struct dst_entry *dst, struct net_device *ndev)
+{
+	bool ipv6 = (skb_network_header(skb)[0] >> 4) == 6;
+	struct ethhdr *eth;
+
+	if (skb_cow_head(skb, ETH_HLEN)) {
+		kfree_skb(skb);
+		return -ENOMEM;
+	}
+	skb_set_transport_header(skb, ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	eth = skb_push(skb, ETH_HLEN);
+	ether_addr_copy(eth->h_dest, ndev->dev_addr);
+	ether_addr_copy(eth->h_source, ndev->dev_addr);
+	eth->h_proto = htons(ipv6 ? ETH_P_IPV6 : ETH_P_IP);
+	skb->protocol = eth_type_trans(skb, ndev);
+	skb->ip_summed = CHECKSUM_NONE;
+	skb_dst_set(skb, dst_clone(dst));
+	return netif_rx(skb) == NET_RX_SUCCESS ? 0 : -ENOBUFS;
+}
+
+/* Whether @skb was addressed to this host alone (not a broadcast, multicast or loop). */
+bool roxe_skb_to_host(const struct sk_buff *skb)
+{
+	return skb->pkt_type == PACKET_HOST;
 }
 
 void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *))

@@ -57,9 +57,6 @@ int roxe_skb_linear_udp(struct sk_buff *skb, const u8 **ip, unsigned int *ip_len
 			const u8 **udp, unsigned int *udp_len);
 void roxe_skb_free(struct sk_buff *skb);
 void roxe_skb_consume(struct sk_buff *skb);
-struct net_device *roxe_ip4_dev_find(struct net_device *via, __be32 addr);
-struct net_device *roxe_ip6_dev_find(struct net_device *via, const struct in6_addr *addr);
-bool roxe_netdev_is_loopback(const struct net_device *ndev);
 
 struct dst_entry *roxe_route4(struct net_device *ndev, __be32 saddr, __be32 daddr);
 struct dst_entry *roxe_route6(struct net_device *ndev, const struct in6_addr *saddr,
@@ -69,6 +66,9 @@ void roxe_dst_hold(struct dst_entry *dst);
 unsigned int roxe_dst_mtu(struct dst_entry *dst);
 struct sk_buff *roxe_tx_alloc(struct dst_entry *dst, unsigned int len, u8 **data);
 int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6);
+bool roxe_dst_is_local(const struct dst_entry *dst);
+int roxe_tx_loopback(struct sk_buff *skb, struct dst_entry *dst, struct net_device *ndev);
+bool roxe_skb_to_host(const struct sk_buff *skb);
 
 void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
 void roxe_timer_arm(struct timer_list *t, unsigned int msecs);

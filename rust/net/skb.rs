@@ -72,6 +72,14 @@ impl RxSkb {
         }
     }
 
+    /// Whether the packet was addressed to this host alone: not a
+    /// broadcast, a multicast, a frame for another host, or a copy of one
+    /// this host sent that looped back (`PACKET_HOST`).
+    pub(crate) fn to_host(&self) -> bool {
+        // SAFETY: The skb is valid while we own it.
+        unsafe { bindings::roxe_skb_to_host(self.raw.as_ptr()) }
+    }
+
     /// Frees the packet as used (not dropped).
     pub(crate) fn consume(self) {
         let raw = self.raw;
@@ -89,24 +97,6 @@ impl Drop for RxSkb {
     }
 }
 
-/// Finds the local device that owns IPv4 address `addr` in the namespace of
-/// `via` (for packets that looped back through `lo`).
-pub(crate) fn ipv4_dev_find(via: &NetDevice, addr: [u8; 4]) -> Option<ARef<NetDevice>> {
-    // SAFETY: `via` is valid; the helper returns a held device or NULL.
-    let d = unsafe { bindings::roxe_ip4_dev_find(via.as_raw(), u32::from_ne_bytes(addr)) };
-    // SAFETY: A non-NULL result carries a reference that we take over.
-    NonNull::new(d).map(|d| unsafe { ARef::from_raw(d.cast::<NetDevice>()) })
-}
-
-/// As [`ipv4_dev_find`], for an IPv6 address.
-pub(crate) fn ipv6_dev_find(via: &NetDevice, addr: [u8; 16]) -> Option<ARef<NetDevice>> {
-    let a = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: addr } };
-    // SAFETY: `via` and `a` are valid; the helper returns a held device or NULL.
-    let d = unsafe { bindings::roxe_ip6_dev_find(via.as_raw(), &a) };
-    // SAFETY: A non-NULL result carries a reference that we take over.
-    NonNull::new(d).map(|d| unsafe { ARef::from_raw(d.cast::<NetDevice>()) })
-}
-
 /// `ENETUNREACH`, which `kernel::error::code` does not name.
 fn enetunreach() -> kernel::error::Error {
     // CAST: a small errno constant.
@@ -121,6 +111,9 @@ fn enetunreach() -> kernel::error::Error {
 pub(crate) struct Route {
     dst: NonNull<bindings::dst_entry>,
     ipv6: bool,
+    /// For a route to one of this host's own addresses, the device the
+    /// route was looked up on, which receives what is sent on it.
+    local: Option<ARef<NetDevice>>,
 }
 
 // SAFETY: Routes are reference counted and may be used and released from
@@ -130,12 +123,20 @@ unsafe impl Send for Route {}
 unsafe impl Sync for Route {}
 
 impl Route {
+    /// Wraps a route the caller holds a reference to, looked up on `dev`.
+    fn new(dst: NonNull<bindings::dst_entry>, ipv6: bool, dev: &NetDevice) -> Self {
+        // SAFETY: The caller holds a reference on `dst`, so it is valid.
+        let local = unsafe { bindings::roxe_dst_is_local(dst.as_ptr()) };
+        // INVARIANT: the caller hands over its reference.
+        Self { dst, ipv6, local: local.then(|| ARef::from(dev)) }
+    }
+
     /// Looks up the IPv4 route out of `dev` from `src` to `dst`.
     pub(crate) fn ipv4(dev: &NetDevice, src: [u8; 4], dst: [u8; 4]) -> Result<Self> {
         // SAFETY: `dev` is valid; the helper returns a referenced route or NULL.
         let d = unsafe { bindings::roxe_route4(dev.as_raw(), u32::from_ne_bytes(src), u32::from_ne_bytes(dst)) };
         // INVARIANT: a non-NULL result carries a reference.
-        Ok(Self { dst: NonNull::new(d).ok_or_else(enetunreach)?, ipv6: false })
+        Ok(Self::new(NonNull::new(d).ok_or_else(enetunreach)?, false, dev))
     }
 
     /// Looks up the IPv6 route out of `dev` from `src` to `dst`.
@@ -145,7 +146,7 @@ impl Route {
         // SAFETY: All pointers are valid for the call.
         let d = unsafe { bindings::roxe_route6(dev.as_raw(), &s, &t) };
         // INVARIANT: a non-NULL result carries a reference.
-        Ok(Self { dst: NonNull::new(d).ok_or_else(enetunreach)?, ipv6: true })
+        Ok(Self::new(NonNull::new(d).ok_or_else(enetunreach)?, true, dev))
     }
 
     /// Whether this route carries IPv6.
@@ -162,7 +163,9 @@ impl Route {
     /// Allocates a packet of `len` bytes from the IP header on and lets `fill`
     /// write all of it, then sends it; `fill` returns `false` to drop the
     /// packet instead (`EIO`). Fails with `ENOMEM` when no memory is left, or
-    /// with what the IP layer returns.
+    /// with what the IP layer returns. A packet to one of this host's own
+    /// addresses does not leave: the device the route was looked up on
+    /// receives it, as if from the wire.
     pub(crate) fn send(&self, len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> Result {
         let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
         let mut data: *mut u8 = core::ptr::null_mut();
@@ -178,9 +181,15 @@ impl Route {
             unsafe { bindings::roxe_skb_free(skb) };
             return Err(EIO);
         }
-        // SAFETY: The skb is ours and filled; the helper consumes it and takes
-        // its own reference on the route.
-        let rc = unsafe { bindings::roxe_tx_send(skb, self.dst.as_ptr(), self.ipv6) };
+        let rc = match &self.local {
+            // SAFETY: The skb is ours and filled with an IP packet to a local
+            // address; the helper consumes it and takes its own reference on
+            // the route. `dev` is held.
+            Some(dev) => unsafe { bindings::roxe_tx_loopback(skb, self.dst.as_ptr(), dev.as_raw()) },
+            // SAFETY: The skb is ours and filled; the helper consumes it and
+            // takes its own reference on the route.
+            None => unsafe { bindings::roxe_tx_send(skb, self.dst.as_ptr(), self.ipv6) },
+        };
         // Congestion notes (positive NET_XMIT codes) are not errors.
         if rc < 0 {
             return Err(kernel::error::Error::from_errno(rc));
@@ -194,7 +203,7 @@ impl Clone for Route {
         // SAFETY: We hold a reference, so taking another is allowed.
         unsafe { bindings::roxe_dst_hold(self.dst.as_ptr()) };
         // INVARIANT: the reference was just taken.
-        Self { dst: self.dst, ipv6: self.ipv6 }
+        Self { dst: self.dst, ipv6: self.ipv6, local: self.local.clone() }
     }
 }
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Send hostile RoCEv2 packets to a roxe device and check how it counts them.
 
-usage: bad-packets.py --ip ADDR [--dev DEV] [--port N] [--count N]
-                      [--garbage N] [--seed S]
+usage: bad-packets.py --ip ADDR --from PEER --netns NS [--dev DEV] [--port N]
+                      [--count N] [--garbage N] [--seed S]
        bad-packets.py --selftest
 
 Builds whole IPv4 + UDP + RoCE packets on a raw socket (IP_HDRINCL), so every
-header byte is the script's, and sends them from ADDR to ADDR, UDP port 4791.
-ADDR must be the address of the netdev under DEV: packets to a local address
-loop back through `lo`, and roxe's receive hook finds the device from the
-destination address. Each kind of bad packet must be dropped and counted
+header byte is the script's, and sends them from PEER to ADDR, UDP port 4791.
+ADDR must be the address of the netdev under DEV, and the raw socket is
+opened in network namespace NS, on the far side of the wire (a veth) from
+that netdev, where PEER is an address: roxe takes nothing that arrives on
+`lo`, so packets to a local address sent from this host never reach it.
+Each kind of bad packet must be dropped and counted
 under its own reason in /sys/class/infiniband/DEV/ports/N/hw_counters: the
 script reads every counter before and after each kind, and the named counter
 must grow by exactly the number sent while no other counter moves (so none
@@ -50,6 +52,7 @@ the packets and the model of the parser without sending (no root needed).
 """
 import argparse
 import collections
+import ctypes
 import os
 import random
 import socket
@@ -170,6 +173,10 @@ def reth(va, rkey, dma_len):
     return struct.pack("!QII", va, rkey, dma_len)
 
 
+def deth(qkey, src_qpn):
+    return struct.pack("!II", qkey, src_qpn & 0xffffff)
+
+
 def aeth(syndrome, msn):
     return struct.pack("!I", (syndrome & 0xff) << 24 | (msn & 0xffffff))
 
@@ -219,6 +226,9 @@ def predict(pkt):
         return "rx_drop_parse_misaligned"
     if struct.pack("<I", icrc(pkt[:ihl], udp[:-ICRC_LEN])) != udp[-ICRC_LEN:]:
         return "rx_drop_icrc"
+    # The multicast QP number to a unicast address.
+    if struct.unpack("!I", roce[4:8])[0] & 0xffffff == 0xffffff:
+        return "rx_drop_address"
     return "rx_drop_unknown_qp"
 
 
@@ -226,14 +236,19 @@ class Packets:
     """Builds the packets of every kind, each with its own IP ID (never 0)
     and a source port from 0xc000 up."""
 
-    def __init__(self, addr):
+    def __init__(self, addr, src=None):
         self.addr = socket.inet_aton(addr)
+        self.src = socket.inet_aton(src or addr)
         self.ident = 0x1000
 
-    def make(self, roce, **kw):
+    def make(self, roce, src=None, dst=None, **kw):
+        """`roce` in a packet from the peer (or `src`) to the device (or
+        `dst`)."""
         self.ident = self.ident % 0xffff + 1
         sport = 0xc000 | (self.ident & 0x3fff)
-        return build(self.addr, self.addr, self.ident, sport, roce, **kw)
+        src = socket.inet_aton(src) if src else self.src
+        dst = socket.inet_aton(dst) if dst else self.addr
+        return build(src, dst, self.ident, sport, roce, **kw)
 
     def bad_icrc(self, i):
         # A different bit in each: i * 7 % 32 visits all four bytes.
@@ -435,6 +450,39 @@ def selftest():
 # --- Sending and counting -------------------------------------------------
 
 
+CLONE_NEWNET = 0x40000000
+
+
+def socket_in(netns, *args):
+    """A socket opened in network namespace `netns` (`ip netns` name), or
+    in this one if `netns` is None. The socket stays in the namespace it
+    was opened in; the caller's thread comes back to its own."""
+    if not netns:
+        return socket.socket(*args)
+    libc = ctypes.CDLL(None, use_errno=True)
+    here = os.open("/proc/self/ns/net", os.O_RDONLY)
+    there = os.open(f"/run/netns/{netns}", os.O_RDONLY)
+    try:
+        if libc.setns(there, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {netns}")
+        try:
+            return socket.socket(*args)
+        finally:
+            if libc.setns(here, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
+    finally:
+        os.close(here)
+        os.close(there)
+
+
+def raw_socket(netns):
+    """A raw IPv4 socket that sends whole packets (IP_HDRINCL)."""
+    sock = socket_in(netns, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+    return sock
+
+
 class Counters:
     def __init__(self, dev, port):
         self.dir = f"/sys/class/infiniband/{dev}/ports/{port}/hw_counters"
@@ -507,7 +555,9 @@ def run_garbage(sock, ctr, addr, packets):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ip", help="the address of DEV's netdev (packets go from and to it)")
+    ap.add_argument("--ip", help="the address of DEV's netdev (packets go to it)")
+    ap.add_argument("--from", dest="src", help="the peer's address (packets come from it)")
+    ap.add_argument("--netns", help="the network namespace the peer's address is in")
     ap.add_argument("--dev", default="roxe0")
     ap.add_argument("--port", type=int, default=1)
     ap.add_argument("--count", type=int, default=10, help="packets of each kind")
@@ -517,8 +567,8 @@ def main():
     args = ap.parse_args()
     if args.selftest:
         return 1 if selftest() else 0
-    if not args.ip:
-        ap.error("--ip is required (or --selftest)")
+    if not args.ip or not args.src or not args.netns:
+        ap.error("--ip, --from and --netns are required (or --selftest)")
 
     try:
         check_icrc()
@@ -530,10 +580,9 @@ def main():
     if not os.path.isdir(ctr.dir):
         print(f"FAIL {ctr.dir} does not exist")
         return 1
-    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    sock = raw_socket(args.netns)
 
-    pk = Packets(args.ip)
+    pk = Packets(args.ip, args.src)
     results = []
     for name, counter, make in KINDS:
         packets = [make(pk, i) for i in range(args.count)]

@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
 """In-window hostile RoCEv2 packets against live roxe RC QPs, in one guest.
 
-usage: live-packets.py --dev DEV --ip ADDR --gid-index N
+usage: live-packets.py --dev DEV --ip ADDR --gid-index N --peer PEER
+                       --netns NS --peer-if IF
 
 bad-packets.py's packets never reach a QP. These do: this script plays a
 hostile peer that knows what it would learn by watching the wire or from a
 cooperating process, the QP number, the expected PSN and the rkeys. It sets
-up RC QPs on DEV (pyverbs) whose peer is a QP number that does not exist,
-at DEV's own address, so everything a QP sends back (read responses, ACKs,
-NAKs) goes through `lo`, where the script sees it on a packet socket. Then
-it sends requests on a raw socket (packets built as bad-packets.py builds
-them, with their ICRC) and checks what comes back, what lands in memory and
-which counter each drop is charged to.
+up RC QPs on DEV (pyverbs) whose peer is a QP number that does not exist at
+PEER, an address in network namespace NS on the far side of a veth from
+DEV's netdev, so everything a QP sends back (read responses, ACKs, NAKs)
+reaches IF, where the script sees it on a packet socket opened in NS. Then
+it sends requests from PEER on a raw socket opened in NS (packets built as
+bad-packets.py builds them, with their ICRC) and checks what comes back,
+what lands in memory and which counter each drop is charged to.
+
+Addresses (finding 4). A connected QP takes packets only from its peer's
+address to its own: one from another source is dropped as
+rx_drop_address, and so is a broadcast to a QP. Nothing that arrives on
+`lo` reaches roxe: an unprivileged process with an ordinary UDP socket
+(unconnected, DF set, so the IP ID is 0 and it can compute the ICRC) sends
+an ACK to a QP connected to its own device's address, which used to
+complete a SEND that was never delivered.
 
 Payload sizes (issue 13, finding 2). IBTA has First and Middle packets carry
 exactly the path MTU, Last packets 1 byte to one MTU, and Only packets at
@@ -30,7 +40,15 @@ with the same rkey and range, and only while the QP grants remote read.
 Anything else is dropped unanswered and counted as rx_drop_duplicate.
 
 Read responses (the sweep). A QP's own READ must take only responses of
-the size the responder cuts them at; a short one must not complete it.
+the size the responder cuts them at, and in their place (an Only only for
+a one-packet answer, a Last or Only only at its last PSN); a wrong one must
+not complete it.
+
+NAKs (the sweep) fail or rewind work only when they name a PSN in flight.
+
+Duplicate atomics (the sweep) are answered from the remembered result,
+never executed twice, and only for the same rkey and address while the QP
+still grants remote atomics.
 
 Receive WQEs (finding 5). A receive the responder took is completed or
 stays first in line, never lost: a UC SEND that loses a Middle leaves its
@@ -57,7 +75,7 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.addr import GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -84,12 +102,18 @@ LW, RW, RR = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_R
 SEND_FIRST, SEND_ONLY = 0x00, 0x04
 WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_ONLY = 0x06, 0x07, 0x08, 0x0a
 READ_REQUEST = 0x0c
+FETCH_ADD = 0x14
 # Response opcodes.
 READ_RESPONSES = (0x0d, 0x0e, 0x0f, 0x10)
 ACKNOWLEDGE = 0x11
+ATOMIC_ACKNOWLEDGE = 0x12
 # AETH syndromes: NAK invalid request, NAK remote access error.
 NAK_INVALID, NAK_ACCESS = 0x61, 0x62
 ETH_P_ALL = 0x0003
+IP_MTU_DISCOVER, IP_PMTUDISC_DO = 10, 2
+# Not the peer: another host on the peer's side of the wire.
+SPOOFED = "192.0.2.131"
+BROADCAST = "192.0.2.255"
 
 
 class Checks:
@@ -110,24 +134,26 @@ class Wire:
     """Sends requests to a QP from the hostile peer and collects what the
     QPs send back to it."""
 
-    def __init__(self, ip, dev, port):
+    def __init__(self, ip, peer, netns, peer_if, dev, port):
         self.ip = ip
-        self.pk = bp.Packets(ip)
-        self.tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-        self.tx.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
-        self.rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        self.rx.bind(("lo", 0))
+        self.peer = peer
+        self.pk = bp.Packets(ip, peer)
+        self.tx = bp.raw_socket(netns)
+        self.rx = bp.socket_in(netns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.rx.bind((peer_if, 0))
         self.rx.setblocking(False)
         self.counters = bp.Counters(dev, port)
 
-    def send(self, qpn, opcode, psn, ext=b"", payload=b""):
+    def send(self, qpn, opcode, psn, ext=b"", payload=b"", src=None, dst=None):
+        """One packet from the peer (or `src`) to the device (or `dst`)."""
         pad = -len(payload) % 4
         roce = bp.bth(opcode, qpn, psn=psn, pad=pad) + ext + payload + bytes(pad)
-        self.tx.sendto(self.pk.make(roce), (self.ip, 0))
+        self.tx.sendto(self.pk.make(roce, src=src, dst=dst), (dst or self.ip, 0))
 
     def drain(self):
         """Everything roxe sent to PEER_QPN since the last call, as (opcode,
-        PSN, AETH syndrome or None), each packet once (as `lo` received it)."""
+        PSN, AETH syndrome or None), each packet once (as the peer's end of
+        the wire received it)."""
         time.sleep(0.4)
         out = []
         while select.select([self.rx], [], [], 0.3)[0]:
@@ -183,18 +209,27 @@ def reg_mr_iova(pd, length, iova, access):
     return mem, mr, rkey, lambda: lib.ibv_dereg_mr(mr)
 
 
+def gid_of(ipv4):
+    """The RoCE v2 GID of an IPv4 address (::ffff:a.b.c.d), as pyverbs takes it."""
+    raw = bytes(10) + b"\xff\xff" + socket.inet_aton(ipv4)
+    return GID(":".join(raw[i:i + 2].hex() for i in range(0, 16, 2)))
+
+
 class Victim:
     """The device's side: a PD, a CQ and RC QPs connected to PEER_QPN."""
 
-    def __init__(self, dev, gid_index):
+    def __init__(self, dev, gid_index, peer):
         self.ctx = Context(name=dev)
         self.pd = PD(self.ctx)
         self.cq = CQ(self.ctx, 16)
         self.gid = self.ctx.query_gid(1, gid_index)
         self.gid_index = gid_index
+        self.peer_gid = gid_of(peer)
         self.qps = []
 
-    def qp(self, access, max_dest_rd_atomic=4):
+    def qp(self, access, max_dest_rd_atomic=4, dgid=None):
+        """An RC QP in RTS whose peer is PEER_QPN at the peer's address (or
+        at `dgid`)."""
         cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
         qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
         a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
@@ -207,7 +242,7 @@ class Victim:
         a.max_dest_rd_atomic = max_dest_rd_atomic
         a.min_rnr_timer = 1
         a.ah_attr = AHAttr(port_num=1, is_global=1,
-                           gr=GlobalRoute(dgid=self.gid, sgid_index=self.gid_index))
+                           gr=GlobalRoute(dgid=dgid or self.peer_gid, sgid_index=self.gid_index))
         qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
                   e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
         a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=1)
@@ -294,6 +329,77 @@ def duplicate_reads(v, w, check):
     read(qp, PSN + 3, va + 64, 64)
     got = w.drain()
     check(not reads(got), f"after the QP's remote read is revoked, a remembered duplicate gets no response ({got})")
+
+
+def atomic_replays(v, w, check):
+    """The sweep: a duplicate atomic is answered from what was executed,
+    only for the same rkey and address, and only while access allows."""
+    mr = MR(v.pd, 64, LW | RW | RR | e.IBV_ACCESS_REMOTE_ATOMIC)
+    mr.write(struct.pack("<Q", 1000) + bytes(56), 64, 0)
+    qp = v.qp(LW | e.IBV_ACCESS_REMOTE_ATOMIC)
+    w.drain()
+
+    def fetch_add(psn, va, rkey=mr.rkey, add=5):
+        w.send(qp.qp_num, FETCH_ADD, psn, struct.pack("!QIQQ", va, rkey, add, 0))
+
+    def value():
+        return struct.unpack("<Q", mr.read(8, 0))[0]
+
+    fetch_add(PSN, mr.buf)
+    got = w.drain()
+    check([p[:2] for p in got] == [(ATOMIC_ACKNOWLEDGE, PSN)] and value() == 1005,
+          f"FetchAdd 5 at PSN {PSN:#x}: answered, 1000 becomes 1005 ({got}, {value()})")
+    fetch_add(PSN, mr.buf)
+    got = w.drain()
+    check([p[:2] for p in got] == [(ATOMIC_ACKNOWLEDGE, PSN)] and value() == 1005,
+          f"its duplicate: answered again, not executed again ({got}, {value()})")
+    for what, va in (("another address", mr.buf + 8),):
+        before = w.counters.read()
+        fetch_add(PSN, va)
+        got = w.drain()
+        check(not got and counted(w, before, "rx_drop_duplicate") == 1 and value() == 1005,
+              f"a duplicate for {what}: no answer, rx_drop_duplicate +1 "
+              f"({got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+    a = QPAttr(qp_state=e.IBV_QPS_RTS)
+    a.qp_access_flags = LW
+    qp.modify(a, e.IBV_QP_ACCESS_FLAGS)
+    before = w.counters.read()
+    fetch_add(PSN, mr.buf)
+    got = w.drain()
+    check(not got and counted(w, before, "rx_drop_duplicate") == 1,
+          f"after the QP's remote atomic is revoked, the duplicate gets no answer "
+          f"({got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+
+
+def stale_naks(v, w, check):
+    """The sweep: a NAK or RNR NAK must name a PSN that was sent and not yet
+    acknowledged; an old one fails or rewinds nothing."""
+    buf = MR(v.pd, 64, LW)
+    qp = v.qp(LW)
+    w.drain()
+    qp.post_send(SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(buf.buf, 64, buf.lkey)]))
+    got = w.drain()
+    check([p[:2] for p in got] == [(SEND_ONLY, PSN)], f"the QP sends at PSN {PSN:#x} ({got})")
+    before = w.counters.read()
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN - 5, bp.aeth(NAK_ACCESS, 0))
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN - 1, bp.aeth(0x20, 0))
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN + 1, bp.aeth(NAK_INVALID, 0))
+    time.sleep(0.5)
+    n, wcs = v.cq.poll(1)
+    check(n == 0 and counted(w, before, "rx_drop_psn") == 3,
+          f"NAKs before and after the only PSN in flight, and an old RNR NAK: nothing "
+          f"completes, rx_drop_psn +3 (completions {[wc.status for wc in wcs[:n]]}; "
+          f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN, bp.aeth(NAK_ACCESS, 0))
+    end = time.monotonic() + 1.0
+    n = 0
+    while time.monotonic() < end and n == 0:
+        n, wcs = v.cq.poll(1)
+    check(n == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR,
+          f"the NAK at the PSN in flight fails the SEND, remote access "
+          f"({[wc.status for wc in wcs[:n]]})")
+    while v.cq.poll(1)[0]:
+        pass
 
 
 def payload_sizes(v, w, check):
@@ -408,6 +514,18 @@ def read_responses(v, w, check):
           f"a read response First of 512 bytes (not 1024) is dropped as rx_drop_length, and the "
           f"READ does not complete (got {wc and wc.status}; {bp.fmt(bp.delta(before, w.counters.read()))})")
     w.drain()
+    # Sizes right, places wrong: an Only at the first of two PSNs, and
+    # after a good First, a Middle at the last PSN.
+    before = w.counters.read()
+    respond(0x10, PSN, b"F" * MTU)
+    respond(0x0d, PSN, b"F" * MTU)
+    respond(0x0e, PSN + 1, b"L" * 476)
+    wc = completion()
+    check(wc is None and counted(w, before, "rx_drop_unexpected") == 2,
+          f"a response Only that is not the READ's only one, and a Middle at its last PSN, are "
+          f"dropped as rx_drop_unexpected and do not complete it (got {wc and wc.status}; "
+          f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.drain()
     respond(0x0d, PSN, b"F" * MTU)
     respond(0x0f, PSN + 1, b"L" * 476)
     wc = completion()
@@ -467,7 +585,7 @@ def uc_qp(v, cq):
     a = QPAttr(qp_state=e.IBV_QPS_RTR, port_num=1, path_mtu=e.IBV_MTU_1024)
     a.dest_qp_num = PEER_QPN
     a.rq_psn = PSN
-    a.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=v.gid, sgid_index=v.gid_index))
+    a.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=v.peer_gid, sgid_index=v.gid_index))
     qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN)
     a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=1)
     a.sq_psn = PSN
@@ -608,16 +726,102 @@ def ud_mtu(v, w, check):
           f"UD SEND of {mtu} bytes: the same receive takes it ({got})")
 
 
+def addresses(v, w, check):
+    """Finding 4: a connected QP hears only its peer, and nothing from `lo`."""
+    mr = MR(v.pd, 4096, LW | RW | RR)
+    mr.write(b"R" * 4096, 4096, 0)
+    qp = v.qp(LW | RR)
+    w.drain()
+
+    def read(psn, **kw):
+        w.send(qp.qp_num, READ_REQUEST, psn, bp.reth(mr.buf, mr.rkey, 64), **kw)
+
+    cases = [
+        ("from another source address", dict(src=SPOOFED)),
+        ("to the broadcast address", dict(dst=BROADCAST)),
+    ]
+    for what, kw in cases:
+        before = w.counters.read()
+        read(PSN, **kw)
+        got = w.drain()
+        check(not got and counted(w, before, "rx_drop_address") == 1,
+              f"READ {what}: no response, rx_drop_address +1 "
+              f"(got {got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+    read(PSN)
+    check(len(reads(w.drain())) == 1, "the same READ from the peer to the device is served")
+    before = w.counters.read()
+    w.send(0xffffff, 0x64, 0, bp.deth(0x11111111, 1), b"M" * 8)
+    w.drain()
+    check(counted(w, before, "rx_drop_address") == 1,
+          f"a UD SEND to the multicast QP number at a unicast address: rx_drop_address +1 "
+          f"({bp.fmt(bp.delta(before, w.counters.read()))})")
+
+    # `lo`: a QP connected to its own device's address, with a SEND out
+    # (to a QP number nobody has, so no real ACK ever comes).
+    qp = v.qp(LW, dgid=v.gid)
+    buf = MR(v.pd, 64, LW)
+    qp.post_send(SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(buf.buf, 64, buf.lkey)]))
+    time.sleep(0.3)
+    before = w.counters.read()
+    status = inject_via_lo(w.ip, qp.qp_num)
+    time.sleep(0.5)
+    n, wcs = v.cq.poll(1)
+    check(status == 0 and n == 0,
+          f"an ACK from an unprivileged UDP socket through `lo` does not complete the SEND "
+          f"(sender exit {status}; completions: {[wc.status for wc in wcs[:n]]})")
+    d = bp.delta(before, w.counters.read())
+    check(not d, f"... and roxe0 never saw it: no counter moved ({bp.fmt(d)})")
+    # Flush the SEND out of the shared CQ while its MR still exists.
+    qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end and v.cq.poll(1)[0] == 0:
+        time.sleep(0.01)
+    buf.close()
+
+
+def inject_via_lo(ip, qpn):
+    """Sends, as user nobody with an ordinary UDP socket, an RC ACK for PSN
+    to QP `qpn` at `ip`, a local address, from `ip`. Unconnected with DF
+    set, the socket sends IP ID 0, so the ICRC is computable. Returns the
+    child's exit status."""
+    sport = 0xc123
+    roce = bp.bth(ACKNOWLEDGE, qpn, psn=PSN) + bp.aeth(0, 1)
+    a = socket.inet_aton(ip)
+    ip_hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(roce) + 4, 0, bp.IP_DF,
+                         64, socket.IPPROTO_UDP, 0, a, a)
+    udp = struct.pack("!HHHH", sport, bp.ROCE_PORT, 8 + len(roce) + 4, 0)
+    payload = roce + struct.pack("<I", bp.icrc(ip_hdr, udp + roce))
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+            s.bind((ip, sport))
+            s.sendto(payload, (ip, bp.ROCE_PORT))
+            os._exit(0)
+        except BaseException as err:  # the child must never return
+            print(f"inject_via_lo: {err}", flush=True)
+            os._exit(1)
+    return os.waitpid(pid, 0)[1]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dev", default="roxe0")
     ap.add_argument("--ip", required=True, help="the address of DEV's netdev")
     ap.add_argument("--gid-index", type=int, required=True, help="DEV's RoCE v2 GID for --ip")
+    ap.add_argument("--peer", required=True, help="the hostile peer's address, in --netns")
+    ap.add_argument("--netns", required=True, help="the peer's network namespace")
+    ap.add_argument("--peer-if", required=True, help="the peer's end of the wire, in --netns")
     args = ap.parse_args()
     check = Checks()
-    w = Wire(args.ip, args.dev, 1)
-    v = Victim(args.dev, args.gid_index)
-    for part in (duplicate_reads, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu):
+    w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
+    v = Victim(args.dev, args.gid_index, args.peer)
+    for part in (addresses, duplicate_reads, atomic_replays, stale_naks, read_responses,
+                 payload_sizes, receives, no_rd_atomic, ud_mtu):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run

@@ -7,11 +7,13 @@
 # roxe0's port counters (ports/1/hw_counters, also `rdma statistic`), and
 # no other counter may move.
 #
-# The packets go from and to this guest's own address, $ROXE_LOCAL_IP, UDP
-# port 4791. Packets to a local address never reach $ROXE_IF: they take the
-# `lo` path (a local route), and roxe's receive hook finds roxe0 from the
-# destination address, the netdev that owns it, not from `lo`. So `lo` must
-# be up, and nothing crosses the wire.
+# roxe takes nothing that arrives on `lo` (any local process can send
+# there), so the hostile peer lives across a wire: a veth pair, roxe-v0 here
+# with $DEV_IP under roxe0, and roxe-v1 in network namespace $NS with
+# $PEER_IP, MTU 9000 (bad-packets.py sends up to 1,528 bytes). The scripts
+# open their raw and packet sockets in $NS, so their packets arrive on
+# roxe-v0 as from another host, and what roxe sends back arrives on roxe-v1. The /25 keeps the pair off the test NIC's /24; nothing
+# crosses the test NIC.
 #
 # ROXE_PACKETS_SEED (default 1) picks the garbage. scripts/vm does not pass
 # the host's environment, so set it in a wrapper script that sources this
@@ -22,18 +24,25 @@
 IB=/sys/class/infiniband/roxe0
 seed=${ROXE_PACKETS_SEED:-1}
 log=$ROXE_OUT/bad-packets.log
+NS=roxe-peer DEV_IP=192.0.2.129 PEER_IP=192.0.2.130
 
-check "rdma link add roxe0 on $ROXE_IF" rdma link add roxe0 type roxe netdev "$ROXE_IF"
+ip netns del $NS 2>/dev/null
+check "veth pair roxe-v0 / roxe-v1 (in netns $NS)" \
+	sh -c "ip netns add $NS && ip link add roxe-v0 mtu 9000 type veth peer name roxe-v1 mtu 9000 netns $NS &&
+		ip addr add $DEV_IP/25 dev roxe-v0 && ip link set roxe-v0 up &&
+		ip -n $NS addr add $PEER_IP/25 dev roxe-v1 && ip -n $NS link set roxe-v1 up &&
+		ip -n $NS link set lo up"
+check "rdma link add roxe0 on roxe-v0" rdma link add roxe0 type roxe netdev roxe-v0
 wait_for 10 grep -q ': ACTIVE$' $IB/ports/1/state
 check_output "roxe0 port 1 is ACTIVE" ': ACTIVE$' cat $IB/ports/1/state
-check_output "lo is up (packets to $ROXE_LOCAL_IP go through it)" '<([^>]*,)?UP[,>]' ip link show lo
-check "roxe0 has port counters" test -r $IB/ports/1/hw_counters/rx_drop_icrc
+check "the peer answers ping across the veth" ping -c 1 -W 5 $PEER_IP
+check "roxe0 has port counters" test -r $IB/ports/1/hw_counters/rx_drop_address
 
 # The script prints its own ok/FAIL line per kind; this check is its exit
 # status. It runs in about 10 s; the bound is for a hang.
 echo "bad-packets seed: $seed"
 if timeout -k 5 120 python3 "$ROXE_ROOT/tests/guest/bad-packets.py" --dev roxe0 \
-	--ip "$ROXE_LOCAL_IP" --seed "$seed" >"$log" 2>&1; then
+	--ip $DEV_IP --from $PEER_IP --netns $NS --seed "$seed" >"$log" 2>&1; then
 	pass "bad-packets.py: $(tail -1 "$log")"
 else
 	fail "bad-packets.py exited $? (seed $seed): $(tail -1 "$log")"
@@ -44,11 +53,14 @@ sed 's/^/    /' "$log"
 # rkeys: in-window packets at RC QPs of roxe0 that break IBTA's payload
 # sizes (one at an MR that ends at 2^64, which used to overflow an address
 # in the receive softirq) and duplicate READs that ask for what was never
-# served. Each must be NAKed or dropped, and counted, with memory untouched.
+# served, packets from the wrong address, and an ACK an unprivileged process
+# sends through `lo`. Each must be NAKed or dropped, and counted, with
+# memory untouched.
 live=$ROXE_OUT/live-packets.log
-if gid=$(wait_for 10 gid_index_v4 roxe0 && gid_index_v4 roxe0) &&
-	timeout -k 5 180 python3 "$ROXE_ROOT/tests/guest/live-packets.py" --dev roxe0 \
-		--ip "$ROXE_LOCAL_IP" --gid-index "$gid" >"$live" 2>&1; then
+if gid=$(wait_for 10 gid_index_v4 roxe0 $DEV_IP && gid_index_v4 roxe0 $DEV_IP) &&
+	timeout -k 5 240 python3 "$ROXE_ROOT/tests/guest/live-packets.py" --dev roxe0 \
+		--ip $DEV_IP --gid-index "$gid" --peer $PEER_IP --netns $NS --peer-if roxe-v1 \
+		>"$live" 2>&1; then
 	pass "live-packets.py: $(tail -1 "$live")"
 else
 	fail "live-packets.py exited $? (GID index ${gid:-none}): $(tail -1 "$live")"
@@ -62,5 +74,6 @@ check_output "rdma statistic shows rx_drop_icrc $icrc, as sysfs does" \
 check_output "the device still answers: ibv_devinfo" 'state:[[:space:]]+PORT_ACTIVE' ibv_devinfo -d roxe0
 check "rdma link delete roxe0" rdma link delete roxe0
 check "rmmod roxe" rmmod roxe
+check "delete netns $NS (and the veth pair)" ip netns del $NS
 roxe_cleanup
 finish

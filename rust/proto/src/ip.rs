@@ -345,6 +345,25 @@ pub fn ipv6_addrs(hdr: &[u8]) -> Option<([u8; 16], [u8; 16])> {
     Some((*src, *dst))
 }
 
+/// The source and destination GIDs of the IPv4 or IPv6 header at the
+/// start of `hdr` (an IPv4 address as its IPv4-mapped GID), or `None` when
+/// `hdr` is neither.
+pub fn gids(hdr: &[u8]) -> Option<([u8; 16], [u8; 16])> {
+    match ipv4_addrs(hdr) {
+        Some((s, d)) => Some((gid_from_ipv4(s), gid_from_ipv4(d))),
+        None => ipv6_addrs(hdr),
+    }
+}
+
+/// Whether `gid` is a multicast address: IPv4 224.0.0.0/4 (mapped), or
+/// IPv6 ff00::/8.
+pub fn is_multicast(gid: &[u8; 16]) -> bool {
+    match ipv4_mapped(gid) {
+        Some([a, ..]) => a & 0xf0 == 0xe0,
+        None => gid[0] == 0xff,
+    }
+}
+
 /// The 40-byte GRH a UD receive gets in front of its payload, for a packet
 /// that came in the IPv4 header at the start of `hdr`: 20 zero bytes, then
 /// the 20 bytes of the header (options left out).
@@ -374,6 +393,39 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::vec::Vec;
+
+    #[test]
+    fn gids_of_both_versions() {
+        let mut v4 = [0u8; IPV4_HDR_LEN];
+        v4[0] = 0x45;
+        v4[12..16].copy_from_slice(&[192, 0, 2, 1]);
+        v4[16..20].copy_from_slice(&[192, 0, 2, 2]);
+        assert_eq!(
+            gids(&v4),
+            Some((gid_from_ipv4([192, 0, 2, 1]), gid_from_ipv4([192, 0, 2, 2])))
+        );
+        let mut v6 = [0u8; IPV6_HDR_LEN];
+        v6[0] = 0x60;
+        v6[8] = 0xfe;
+        v6[24] = 0xff;
+        let (s, d) = gids(&v6).unwrap();
+        assert_eq!((s[0], d[0]), (0xfe, 0xff));
+        assert_eq!(gids(&v4[..19]), None);
+        assert_eq!(gids(&[0x50; 40]), None);
+    }
+
+    #[test]
+    fn multicast_gids() {
+        assert!(is_multicast(&gid_from_ipv4([224, 0, 0, 1])));
+        assert!(is_multicast(&gid_from_ipv4([239, 255, 1, 2])));
+        assert!(!is_multicast(&gid_from_ipv4([192, 0, 2, 255])));
+        assert!(!is_multicast(&gid_from_ipv4([240, 0, 0, 1])));
+        let mut g = [0u8; 16];
+        g[0] = 0xff;
+        assert!(is_multicast(&g));
+        g[0] = 0xfe;
+        assert!(!is_multicast(&g));
+    }
 
     /// The largest value of a 16-bit length field.
     const MAX_LEN16: usize = 0xffff;

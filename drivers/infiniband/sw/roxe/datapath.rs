@@ -26,7 +26,7 @@ use crate::proto::resp::{self, ReadRequest};
 use crate::proto::seg;
 use crate::proto::udp;
 use crate::proto::wr::{SendOp, WcOp, WcStatus, MAX_SGE};
-use crate::qp::{QpState, RoxeQp};
+use crate::qp::{AtomicDone, QpState, RoxeQp};
 use crate::rdma::device::Device;
 use crate::rdma::qp::{Qp, QpType};
 use crate::rdma::ring::Ring;
@@ -97,6 +97,12 @@ impl Path {
     }
 
     /// The largest IB MTU the route carries.
+    /// Whether the IP header `ip` is of a packet that came along this path
+    /// the other way: from its destination to its source.
+    fn carries(&self, ip: &[u8]) -> bool {
+        ip::gids(ip).is_some_and(|(s, d)| s == self.dst && d == self.src)
+    }
+
     fn mtu(&self) -> u32 {
         IbMtu::for_netdev_mtu(self.route.mtu()).map_or(256, IbMtu::bytes)
     }
@@ -803,6 +809,11 @@ pub(crate) fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core:
     if !matches!(st.attr.state, State::Rtr | State::Rts | State::Sqd | State::Sqe) {
         return Err(Drop::State);
     }
+    // A connected QP hears only its peer, at the address it was given.
+    let connected = matches!(this.qp_type, QpType::Rc | QpType::Uc);
+    if connected && !st.path.as_ref().is_some_and(|p| p.carries(meta.ip)) {
+        return Err(Drop::Address);
+    }
     if pkt.opcode.is_response() {
         return complete(qp, &mut st, pkt);
     }
@@ -838,6 +849,11 @@ pub(crate) enum Drop {
     /// A duplicate RDMA READ request that matches no request the responder
     /// served and remembers, or that the QP or the key no longer allows.
     Duplicate,
+    /// An RC or UC packet whose IP source and destination are not its QP's
+    /// peer and own address; a packet for a unicast QP that was not sent
+    /// to this host alone (a broadcast, a looped-back multicast); a
+    /// multicast QP number without a multicast address, or the reverse.
+    Address,
     /// An invalid request: an opcode out of sequence (an RC message that
     /// starts inside another or continues none), an operation the QP does
     /// not take, or an RDMA READ or atomic for a QP with no responder
@@ -847,7 +863,7 @@ pub(crate) enum Drop {
 
 impl Drop {
     /// All reasons, in counter order.
-    pub(crate) const ALL: [Drop; 10] = [
+    pub(crate) const ALL: [Drop; 11] = [
         Drop::Transport,
         Drop::State,
         Drop::Qkey,
@@ -857,6 +873,7 @@ impl Drop {
         Drop::Unexpected,
         Drop::Length,
         Drop::Duplicate,
+        Drop::Address,
         Drop::Invalid,
     ];
 }
@@ -969,9 +986,7 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             if pkt.opcode == Opcode::RcRdmaReadRequest {
                 return replay_read(qp, st, pkt);
             } else if matches!(pkt.opcode.operation(), Operation::CompareSwap | Operation::FetchAdd) {
-                if let Some(&(_, orig)) = st.atomic_replay.iter().find(|(p, _)| *p == psn.get()) {
-                    send_atomic_ack(qp, st, psn, orig);
-                }
+                return replay_atomic(qp, st, pkt);
             } else if matches!(pkt.opcode.operation(), Operation::AtomicWrite | Operation::Flush) {
                 // Answered again, not written again (a flush again would
                 // change nothing), and only if one was executed at this
@@ -1310,13 +1325,33 @@ fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Re
     .map_err(|_| Nak::Access)?;
     let psn = pkt.bth.psn;
     let slot = st.atomic_next % st.atomic_replay.len();
-    st.atomic_replay[slot] = (psn.get(), orig);
+    st.atomic_replay[slot] = AtomicDone { psn: psn.get(), rkey: a.rkey, va: a.va, orig };
     st.atomic_next = st.atomic_next.wrapping_add(1);
     // The ACK carries the MSN of this message.
     st.msn = (st.msn + 1) & 0x00ff_ffff;
     send_atomic_ack(qp, st, psn, orig);
     st.msn = (st.msn + 0x00ff_ffff) & 0x00ff_ffff;
     Ok(())
+}
+
+/// Answers a duplicate CmpSwap or FetchAdd with the value its original
+/// found, without executing it again: only if an atomic was executed at
+/// its PSN with the same rkey and address, and the QP and the key still
+/// grant remote atomics there, as they did for the original.
+fn replay_atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
+    let a = pkt.ext.atomic_eth.ok_or(Drop::Duplicate)?;
+    let psn = pkt.bth.psn;
+    let done = st.atomic_replay.iter().find(|d| d.psn == psn.get() && d.rkey == a.rkey && d.va == a.va);
+    let Some(&AtomicDone { orig, .. }) = done else { return Err(Drop::Duplicate) };
+    if st.attr.access_flags & REMOTE_ATOMIC == 0 {
+        return Err(Drop::Duplicate);
+    }
+    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
+    if mr::with_rkey(dev, a.rkey, pd, qpn, a.va, 8, REMOTE_ATOMIC, |_, _| Ok(())).is_err() {
+        return Err(Drop::Duplicate);
+    }
+    send_atomic_ack(qp, st, psn, orig);
+    Err(Drop::Psn)
 }
 
 /// What the responder remembers of an Atomic Write or FLUSH it executed at
@@ -1490,6 +1525,14 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             }
             return Err(Drop::Psn);
         }
+        // Its place in the answer: Last or Only exactly at the read's last
+        // PSN, and First or Only at its first. (A read asked again part-way
+        // is answered from a First in the middle.)
+        let pos = pkt.opcode.position();
+        let ends = matches!(pos, Position::Last | Position::Only);
+        if ends != (psn == last) || (i == 0 && !pos.starts_message()) {
+            return Err(Drop::Unexpected);
+        }
         let w = this.sq.read(idx);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::RdmaRead);
         let mtu = path_mtu(st);
@@ -1573,7 +1616,14 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
         return Ok(());
     }
     let aeth = pkt.ext.aeth.ok_or(Drop::Unexpected)?;
-    match Syndrome::from_u8(aeth.syndrome) {
+    let syndrome = Syndrome::from_u8(aeth.syndrome);
+    if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_))) && !psn.in_range(st.una, st.npsn) {
+        // A NAK names a packet sent and not yet acknowledged; an older one
+        // (delayed, duplicated, or forged without the live PSN) must not
+        // fail or rewind today's work.
+        return Err(Drop::Psn);
+    }
+    match syndrome {
         Some(Syndrome::Ack(_)) => {
             ack_up_to(qp, st, psn);
             send_pending(qp, st);

@@ -80,6 +80,22 @@ pub(crate) struct WriteProgress {
     pub(crate) off: u32,
 }
 
+/// An atomic the responder executed: what a duplicate must ask again,
+/// and the answer it gets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AtomicDone {
+    /// The request's PSN; `u32::MAX` (never a PSN) in an unused slot.
+    pub(crate) psn: u32,
+    pub(crate) rkey: u32,
+    pub(crate) va: u64,
+    /// The value the target held before.
+    pub(crate) orig: u64,
+}
+
+impl AtomicDone {
+    pub(crate) const NONE: Self = Self { psn: u32::MAX, rkey: 0, va: 0, orig: 0 };
+}
+
 pub(crate) struct QpState {
     pub(crate) attr: QpAttr,
     /// The kernel's own consumer indices; the copies in the rings are only
@@ -145,9 +161,9 @@ pub(crate) struct QpState {
     pub(crate) epsn: Psn,
     /// Responder: the message sequence number.
     pub(crate) msn: u32,
-    /// Responder: the results of recent atomics by PSN, to answer
-    /// duplicates without executing them again.
-    pub(crate) atomic_replay: [(u32, u64); ATOMIC_REPLAY],
+    /// Responder: recent atomics, to answer duplicates without executing
+    /// them again.
+    pub(crate) atomic_replay: [AtomicDone; ATOMIC_REPLAY],
     pub(crate) atomic_next: usize,
     /// Responder: a PSN sequence NAK was sent and not yet resolved.
     pub(crate) nak_sent: bool,
@@ -209,6 +225,7 @@ impl QpState {
         self.wctx = None;
         self.nak_sent = false;
         self.reads.clear();
+        self.atomic_replay = [AtomicDone::NONE; ATOMIC_REPLAY];
     }
 }
 
@@ -360,7 +377,7 @@ pub(crate) fn create(
         path: None,
         epsn: Psn::ZERO,
         msn: 0,
-        atomic_replay: [(u32::MAX, 0); ATOMIC_REPLAY],
+        atomic_replay: [AtomicDone::NONE; ATOMIC_REPLAY],
         atomic_next: 0,
         nak_sent: false,
         recv: None,

@@ -6,7 +6,7 @@
 
 use crate::datapath::{self, Meta};
 use crate::device::Roxe;
-use crate::net::skb::{self, RxSkb};
+use crate::net::skb::RxSkb;
 use crate::net::udp::Receive;
 use crate::proto::headers::{self, ParseError};
 use crate::proto::icrc::{self, Icrc, IpHeader};
@@ -71,6 +71,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_drop_unexpected"),
     c_str!("rx_drop_length"),
     c_str!("rx_drop_duplicate"),
+    c_str!("rx_drop_address"),
     c_str!("rx_drop_invalid"),
 ];
 
@@ -115,25 +116,12 @@ impl Counters {
 /// The tunnel socket's receive handler.
 pub(crate) struct Rx;
 
-/// The roxe device a packet that arrived on its netdev is for. Packets to
-/// a local address loop back through `lo`; those belong to the device of
-/// the netdev that owns the destination address.
-fn device_for(skb: &mut RxSkb) -> Option<ARef<Device<Roxe>>> {
-    if let Some(d) = Device::<Roxe>::get_by_netdev(skb.dev()?) {
-        return Some(d);
-    }
-    let lin = skb.linear().ok()?;
-    let dst = match lin.ip.first().map(|b| b >> 4) {
-        Some(4) => ip::gid_from_ipv4(ip::ipv4_addrs(lin.ip)?.1),
-        Some(6) => ip::ipv6_addrs(lin.ip)?.1,
-        _ => return None,
-    };
-    let ndev = skb.dev()?;
-    let owner = match ip::ipv4_mapped(&dst) {
-        Some(a) => skb::ipv4_dev_find(ndev, a),
-        None => skb::ipv6_dev_find(ndev, dst),
-    }?;
-    Device::<Roxe>::get_by_netdev(&owner)
+/// The roxe device of the netdev a packet arrived on. Nothing that arrives
+/// on `lo` is taken: any local process can send there with a UDP socket.
+/// roxe's own packets to a local address never go through `lo`; the
+/// netdev they are for receives them (`Route::send`).
+fn device_for(skb: &RxSkb) -> Option<ARef<Device<Roxe>>> {
+    Device::<Roxe>::get_by_netdev(skb.dev()?)
 }
 
 /// Delivers a multicast datagram to every QP attached to its group, which
@@ -162,8 +150,9 @@ fn multicast(dev: &Device<Roxe>, pkt: &headers::Packet<'_>, meta: &Meta<'_>, v6:
 impl Receive for Rx {
     fn receive(mut skb: RxSkb) {
         // Packets for no roxe device are not ours to count.
-        let Some(dev) = device_for(&mut skb) else { return };
+        let Some(dev) = device_for(&skb) else { return };
         let c = &dev.data().counters;
+        let to_host = skb.to_host();
         let Ok(lin) = skb.linear() else {
             c.event(Event::RxNoMemory);
             return;
@@ -204,7 +193,14 @@ impl Receive for Rx {
             c.event(Event::RxFlushIcrcRxe);
         }
         let meta = Meta { ip: ip_hdr };
-        let res = if pkt.bth.dest_qpn == crate::mcast::MULTICAST_QPN {
+        // Multicast QP number if and only if multicast address; a unicast
+        // QP takes only what was sent to this host alone, not a broadcast
+        // or a multicast a local process looped back.
+        let mcast_qpn = pkt.bth.dest_qpn == crate::mcast::MULTICAST_QPN;
+        let mcast_ip = ip::gids(ip_hdr).is_some_and(|(_, d)| ip::is_multicast(&d));
+        let res = if mcast_qpn != mcast_ip || (!mcast_qpn && !to_host) {
+            Some(Err(datapath::Drop::Address))
+        } else if mcast_qpn {
             multicast(&dev, &pkt, &meta, v6)
         } else {
             dev.data().qp_index.with(pkt.bth.dest_qpn, |qp| datapath::receive(qp, &pkt, &meta))
