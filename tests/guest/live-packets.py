@@ -50,6 +50,16 @@ Duplicate atomics (the sweep) are answered from the remembered result,
 never executed twice, and only for the same rkey and address while the QP
 still grants remote atomics.
 
+Receive WQEs (finding 5). A receive the responder took is completed or
+stays first in line, never lost: a UC SEND that loses a Middle leaves its
+receive for the next message; an RC SEND NAKed part-way (a wrong size, or
+longer than its receive buffer: IBV_WC_LOC_LEN_ERR at once) completes its
+receive with the error and flushes the rest (the QP goes to ERR, as rxe);
+a QP moved to ERR inside a SEND flushes that SEND's receive too. And the
+sweep: a QP with max_dest_rd_atomic 0 NAKs READs and atomics as invalid
+requests (rx_drop_invalid); a UD datagram longer than the port's MTU is
+dropped as rx_drop_length and takes no receive.
+
 Prints `ok   ...` or `FAIL ...` per check, then `live-packets: N ok, M
 failed`; the exit status is 0 only if every check passed.
 """
@@ -71,7 +81,7 @@ from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
-from pyverbs.wr import SGE, SendWR
+from pyverbs.wr import SGE, RecvWR, SendWR
 
 _spec = importlib.util.spec_from_file_location(
     "bad_packets", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bad-packets.py"))
@@ -524,6 +534,198 @@ def read_responses(v, w, check):
           f"responses of 1024 + 476 bytes complete the READ with its data (status {wc and wc.status})")
 
 
+# --- Receive WQEs and the responder's sweep (issue 13, finding 5) ---------
+
+# More request opcodes: RC SEND Middle and Last, RC Compare & Swap, UC SEND
+# First, Middle, Last and Only, UD SEND Only; and the RC ATOMIC ACKNOWLEDGE.
+SEND_MIDDLE, SEND_LAST, CMP_SWAP = 0x01, 0x02, 0x13
+UC_SEND_FIRST, UC_SEND_MIDDLE, UC_SEND_LAST, UC_SEND_ONLY = 0x20, 0x21, 0x22, 0x24
+UD_SEND_ONLY = 0x64
+ATOMIC_ACKNOWLEDGE = 0x12
+QKEY = 0x11111111
+GRH_LEN = 40
+
+
+def drain_cq(cq):
+    while cq.poll(16)[0]:
+        pass
+
+
+def completions(cq, want, timeout=1.5):
+    """The receive completions that come within `timeout` s (up to `want`,
+    and a short while longer, so an extra one shows too), as (wr_id,
+    status, byte_len)."""
+    out = []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        n, wcs = cq.poll(16)
+        out += [(wc.wr_id, wc.status, wc.byte_len) for wc in wcs[:n]]
+        if len(out) >= want:
+            end = min(end, time.monotonic() + 0.3)
+        time.sleep(0.02)
+    return out
+
+
+def post_recvs(qp, mr, sizes):
+    """One receive per size, wr_ids 1, 2, ...; each at its own offset of
+    `mr`, 4096 bytes apart."""
+    for i, n in enumerate(sizes):
+        qp.post_recv(RecvWR(wr_id=i + 1, num_sge=1, sg=[SGE(mr.buf + 4096 * i, n, mr.lkey)]))
+
+
+def uc_qp(v, cq):
+    """A UC QP connected as Victim.qp connects its RC QPs (the same peer
+    address, PEER_QPN, PSN)."""
+    cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+    qp = QP(v.pd, QPInitAttr(qp_type=e.IBV_QPT_UC, scq=cq, rcq=cq, cap=cap))
+    a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+    a.pkey_index = 0
+    a.qp_access_flags = LW | RW
+    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+    a = QPAttr(qp_state=e.IBV_QPS_RTR, port_num=1, path_mtu=e.IBV_MTU_1024)
+    a.dest_qp_num = PEER_QPN
+    a.rq_psn = PSN
+    a.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=v.peer_gid, sgid_index=v.gid_index))
+    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN)
+    a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=1)
+    a.sq_psn = PSN
+    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
+    v.qps.append(qp)
+    return qp
+
+
+def ud_qp(v, cq):
+    cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+    qp = QP(v.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq, cap=cap))
+    a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+    a.pkey_index = 0
+    a.qkey = QKEY
+    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_QKEY)
+    qp.modify(QPAttr(qp_state=e.IBV_QPS_RTR), e.IBV_QP_STATE)
+    a = QPAttr(qp_state=e.IBV_QPS_RTS)
+    a.sq_psn = PSN
+    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
+    v.qps.append(qp)
+    return qp
+
+
+def receives(v, w, check):
+    """Finding 5: a receive WQE the responder takes is completed (with an
+    error where that is the rule) or stays first in line for the next
+    message; it is never lost. And the total-length cap of a SEND."""
+    cq = CQ(v.ctx, 32)
+    buf = MR(v.pd, 4 * 4096, LW | RW)
+
+    # UC: a lost Middle loses the rest of the message; the receive the First
+    # took takes the next message.
+    qp = uc_qp(v, cq)
+    post_recvs(qp, buf, [4096])
+    w.drain()
+    before = w.counters.read()
+    w.send(qp.qp_num, UC_SEND_FIRST, PSN, b"", b"a" * MTU)
+    w.send(qp.qp_num, UC_SEND_LAST, PSN + 2, b"", b"c" * 100)
+    w.send(qp.qp_num, UC_SEND_ONLY, PSN + 3, b"", b"d" * 200)
+    got = completions(cq, 1)
+    check(got == [(1, e.IBV_WC_SUCCESS, 200)] and buf.read(200, 0) == b"d" * 200,
+          f"UC SEND with a lost Middle: its receive takes the next message, 200 bytes "
+          f"(completions {got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+    # A message that starts inside another (its Last never came) takes
+    # the same receive too.
+    post_recvs(qp, buf, [4096])
+    w.send(qp.qp_num, UC_SEND_FIRST, PSN + 4, b"", b"e" * MTU)
+    w.send(qp.qp_num, UC_SEND_ONLY, PSN + 5, b"", b"f" * 300)
+    got = completions(cq, 1)
+    check(got == [(1, e.IBV_WC_SUCCESS, 300)] and buf.read(300, 0) == b"f" * 300,
+          f"UC SEND First then a new Only: the First's receive takes the Only (completions {got})")
+
+    # RC: a packet that breaks the size rules inside a SEND is NAKed; the
+    # receive in hand completes with an error, the QP goes to ERR and
+    # flushes the next one.
+    drain_cq(v.cq)
+    qp = v.qp(LW | RW)
+    post_recvs(qp, buf, [4096, 4096])
+    w.drain()
+    w.send(qp.qp_num, SEND_FIRST, PSN, b"", b"g" * MTU)
+    w.send(qp.qp_num, SEND_MIDDLE, PSN + 1, b"", b"h" * 512)
+    got_w = w.drain()
+    got = completions(v.cq, 2)
+    check(len(naks(got_w, NAK_INVALID)) == 1 and [c[:2] for c in got] ==
+          [(1, e.IBV_WC_REM_INV_REQ_ERR), (2, e.IBV_WC_WR_FLUSH_ERR)],
+          f"RC SEND Middle of 512 bytes: NAK invalid request, the receive in hand completes "
+          f"REM_INV_REQ_ERR, the next is flushed (completions {got}; sent {got_w})")
+
+    # RC: a SEND longer than its receive buffer completes the receive with
+    # a length error at the packet that overruns it, and is NAKed.
+    drain_cq(v.cq)
+    qp = v.qp(LW | RW)
+    post_recvs(qp, buf, [1500, 4096])
+    w.drain()
+    before = w.counters.read()
+    w.send(qp.qp_num, SEND_FIRST, PSN, b"", b"i" * MTU)
+    w.send(qp.qp_num, SEND_MIDDLE, PSN + 1, b"", b"j" * MTU)
+    got_w = w.drain()
+    got = completions(v.cq, 2)
+    nak = [p for p in naks(got_w, NAK_INVALID) if p[1] == PSN + 1]
+    check(len(nak) == 1 and [c[:2] for c in got] == [(1, e.IBV_WC_LOC_LEN_ERR), (2, e.IBV_WC_WR_FLUSH_ERR)]
+          and counted(w, before, "rx_drop_length") == 1,
+          f"RC SEND of 2 MTUs into 1500 bytes: LOC_LEN_ERR at once, NAK invalid request at "
+          f"PSN {PSN + 1:#x}, rx_drop_length +1, the next receive flushed (completions {got}; "
+          f"sent {got_w}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+
+    # A QP moved to ERR with a SEND half received flushes the receive that
+    # SEND took, before the ones still queued.
+    drain_cq(v.cq)
+    qp = v.qp(LW | RW)
+    post_recvs(qp, buf, [4096, 4096])
+    w.send(qp.qp_num, SEND_FIRST, PSN, b"", b"k" * MTU)
+    w.drain()
+    qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    got = completions(v.cq, 2)
+    check([c[:2] for c in got] == [(1, e.IBV_WC_WR_FLUSH_ERR), (2, e.IBV_WC_WR_FLUSH_ERR)],
+          f"RC QP moved to ERR inside a SEND: both receives flushed, the SEND's first ({got})")
+
+
+def no_rd_atomic(v, w, check):
+    """The sweep: a QP with max_dest_rd_atomic 0 has no responder resources:
+    RDMA READ and atomic requests are invalid requests, as rxe has them."""
+    mr = MR(v.pd, 4096, LW | RW | RR | e.IBV_ACCESS_REMOTE_ATOMIC)
+    mr.write(b"R" * 4096, 4096, 0)
+    for what, opcode, ext, answer in (
+            ("RDMA READ", READ_REQUEST, bp.reth(mr.buf, mr.rkey, 64), READ_RESPONSES),
+            ("Compare & Swap", CMP_SWAP, struct.pack("!QIQQ", mr.buf, mr.rkey, 1, 0), (ATOMIC_ACKNOWLEDGE,))):
+        qp = v.qp(LW | RW | RR | e.IBV_ACCESS_REMOTE_ATOMIC, max_dest_rd_atomic=0)
+        w.drain()
+        before = w.counters.read()
+        w.send(qp.qp_num, opcode, PSN, ext)
+        got = w.drain()
+        served = [p for p in got if p[0] in answer]
+        check(not served and len(naks(got, NAK_INVALID)) == 1 and counted(w, before, "rx_drop_invalid") == 1
+              and mr.read(8, 0) == b"R" * 8,
+              f"max_dest_rd_atomic 0: {what} is NAKed invalid request, rx_drop_invalid +1, "
+              f"not served (got {got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+
+
+def ud_mtu(v, w, check):
+    """The sweep: a datagram longer than the port's MTU is dropped and
+    counted as rx_drop_length, and takes no receive."""
+    mtu = 128 << v.ctx.query_port(1).active_mtu
+    cq = CQ(v.ctx, 8)
+    buf = MR(v.pd, 2 * 4096 + GRH_LEN, LW)
+    qp = ud_qp(v, cq)
+    qp.post_recv(RecvWR(wr_id=1, num_sge=1, sg=[SGE(buf.buf, 4096 + GRH_LEN, buf.lkey)]))
+    deth = struct.pack("!II", QKEY, 0x123)
+    before = w.counters.read()
+    w.send(qp.qp_num, UD_SEND_ONLY, 0, deth, b"u" * (mtu + 4))
+    got = completions(cq, 1, timeout=1.0)
+    check(not got and counted(w, before, "rx_drop_length") == 1,
+          f"UD SEND of {mtu + 4} bytes (port MTU {mtu}): dropped, rx_drop_length +1, no completion "
+          f"({got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.send(qp.qp_num, UD_SEND_ONLY, 1, deth, b"m" * mtu)
+    got = completions(cq, 1)
+    check(got == [(1, e.IBV_WC_SUCCESS, GRH_LEN + mtu)] and buf.read(mtu, GRH_LEN) == b"m" * mtu,
+          f"UD SEND of {mtu} bytes: the same receive takes it ({got})")
+
+
 def addresses(v, w, check):
     """Finding 4: a connected QP hears only its peer, and nothing from `lo`."""
     mr = MR(v.pd, 4096, LW | RW | RR)
@@ -619,7 +821,7 @@ def main():
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
     for part in (addresses, duplicate_reads, atomic_replays, stale_naks, read_responses,
-                 payload_sizes):
+                 payload_sizes, receives, no_rd_atomic, ud_mtu):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run

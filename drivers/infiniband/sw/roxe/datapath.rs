@@ -49,7 +49,7 @@ const WC_WITH_INV: u32 = 8;
 /// `IB_ACCESS_LOCAL_WRITE` and friends.
 use crate::proto::access::{FLUSH_GLOBAL, FLUSH_PERSISTENT, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
-const MAX_MSG: u64 = 1 << 31;
+pub(crate) const MAX_MSG: u64 = 1 << 31;
 /// PSNs an RC requester keeps unacknowledged before it waits. Virtual links
 /// drop long bursts.
 const WINDOW: u32 = 256;
@@ -206,6 +206,11 @@ pub(crate) fn take_recv(ring: &Ring<RecvWqe>, consumer: &mut u32) -> core::resul
 }
 
 impl RecvCopy {
+    /// The work request ID user space posted it with.
+    pub(crate) fn wr_id(&self) -> u64 {
+        self.wr_id
+    }
+
     fn total(&self) -> u64 {
         self.sges[..self.num_sge].iter().map(|s| u64::from(s.length)).sum()
     }
@@ -837,7 +842,9 @@ pub(crate) enum Drop {
     Unexpected,
     /// A request packet whose payload is not the size its place in the
     /// message demands, or that runs past (or stops short of) its RDMA
-    /// WRITE's DMA length, or a DMA length over 2^31.
+    /// WRITE's DMA length, or a DMA length over 2^31; a SEND that overruns
+    /// its receive buffer or 2^31 bytes; a datagram longer than the port's
+    /// MTU.
     Length,
     /// A duplicate RDMA READ request that matches no request the responder
     /// served and remembers, or that the QP or the key no longer allows.
@@ -847,11 +854,16 @@ pub(crate) enum Drop {
     /// to this host alone (a broadcast, a looped-back multicast); a
     /// multicast QP number without a multicast address, or the reverse.
     Address,
+    /// An invalid request: an opcode out of sequence (an RC message that
+    /// starts inside another or continues none), an operation the QP does
+    /// not take, or an RDMA READ or atomic for a QP with no responder
+    /// resources (`max_dest_rd_atomic` 0).
+    Invalid,
 }
 
 impl Drop {
     /// All reasons, in counter order.
-    pub(crate) const ALL: [Drop; 10] = [
+    pub(crate) const ALL: [Drop; 11] = [
         Drop::Transport,
         Drop::State,
         Drop::Qkey,
@@ -862,6 +874,7 @@ impl Drop {
         Drop::Length,
         Drop::Duplicate,
         Drop::Address,
+        Drop::Invalid,
     ];
 }
 
@@ -872,8 +885,12 @@ fn path_mtu(st: &QpState) -> u32 {
     st.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()))
 }
 
-/// Takes the next receive WQE from the QP's RQ or SRQ.
+/// Takes the next receive WQE: the one a lost UC message left
+/// (`QpState::recv_spare`), or else the next from the QP's RQ or SRQ.
 fn pop_recv(qp: &Qp<Roxe>, st: &mut QpState) -> Option<RecvCopy> {
+    if let Some(r) = st.recv_spare.take() {
+        return Some(r);
+    }
     let this = qp.data();
     match (&this.rq, qp.srq()) {
         (Some(rq), _) => take_recv(rq, &mut st.rq_consumer).ok().flatten(),
@@ -912,6 +929,13 @@ fn recv_ud(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, meta: &Meta<'_>) -
         _ => None,
     }
     .ok_or(Drop::Transport)?;
+    // A datagram is one packet of at most the port's MTU; a longer one is
+    // dropped before it takes a receive.
+    let mtu = st.ndev.as_ref().and_then(|nd| IbMtu::for_netdev_mtu(nd.mtu()));
+    let mtu = mtu.unwrap_or(IbMtu::Mtu256);
+    if pkt.payload.len() > mtu.bytes() as usize {
+        return Err(Drop::Length);
+    }
     let r = pop_recv(qp, st).ok_or(Drop::NoRecv)?;
     let pd = qp.pd_id();
     let dev = qp.device();
@@ -950,8 +974,7 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
     if psn != st.epsn {
         if !rc {
             // UC: a gap loses the message in progress; a new one may start.
-            st.recv = None;
-            st.wctx = None;
+            drop_message(st);
             if !pos.starts_message() {
                 st.epsn = psn.next();
                 return Err(Drop::Psn);
@@ -987,21 +1010,47 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
     }
     st.nak_sent = false;
     let op = pkt.opcode.operation();
+    // The opcode sequence: a message continues the one in progress, and
+    // only a first or only packet starts one.
+    let continues = match op {
+        Operation::Send => st.recv.is_some(),
+        Operation::RdmaWrite => st.wctx.is_some(),
+        _ => false,
+    };
+    let busy = st.recv.is_some() || st.wctx.is_some();
+    if continues == pos.starts_message() || (pos.starts_message() && busy) {
+        if rc {
+            return Err(refuse(qp, st, psn, Nak::Invalid));
+        }
+        // UC: the message in progress is lost (its last packet never came);
+        // a packet that continues none belongs to a message lost before.
+        drop_message(st);
+        if !pos.starts_message() {
+            st.epsn = psn.next();
+            return Err(Drop::Psn);
+        }
+    }
     if matches!(op, Operation::Send | Operation::RdmaWrite)
         && !resp::payload_len_ok(pos, pkt.payload.len(), path_mtu(st))
     {
         // Checked before anything is taken or written: a packet of the
         // wrong size is an invalid request.
-        if rc {
-            nak(qp, st, psn, Nak::Length);
-        } else {
-            st.recv = None;
-            st.wctx = None;
-        }
-        return Err(Drop::Length);
+        return Err(refuse(qp, st, psn, Nak::Length));
     }
     let access = st.attr.access_flags;
+    // Reads and atomics take a responder resource; a QP that has none
+    // (`max_dest_rd_atomic` 0) takes none of them: an invalid request, as
+    // rxe answers it.
+    let needs_resource = matches!(
+        op,
+        Operation::RdmaReadRequest
+            | Operation::CompareSwap
+            | Operation::FetchAdd
+            | Operation::AtomicWrite
+            | Operation::Flush
+    );
     let result = match op {
+        _ if rc && needs_resource && st.attr.max_dest_rd_atomic == 0 => Err(Nak::Invalid),
         Operation::Send => recv_send(qp, st, pkt),
         Operation::RdmaWrite => recv_write(qp, st, pkt, access),
         Operation::CompareSwap | Operation::FetchAdd if rc => {
@@ -1024,14 +1073,7 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             if access & REMOTE_READ == 0 {
                 Err(Nak::Access)
             } else {
-                return read_response(qp, st, pkt).map_err(|n| {
-                    nak(qp, st, psn, n);
-                    if n == Nak::Length {
-                        Drop::Length
-                    } else {
-                        Drop::Key
-                    }
-                });
+                return read_response(qp, st, pkt).map_err(|n| refuse(qp, st, psn, n));
             }
         }
         _ => Err(Nak::Invalid),
@@ -1055,12 +1097,7 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             }
             Err(Drop::NoRecv)
         }
-        Err(n) => {
-            if rc {
-                nak(qp, st, psn, n);
-            }
-            Err(if n == Nak::Length { Drop::Length } else { Drop::Key })
-        }
+        Err(n) => Err(refuse(qp, st, psn, n)),
     }
 }
 
@@ -1069,11 +1106,13 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
 enum Nak {
     /// No receive WQE: RNR NAK.
     Rnr,
-    /// Invalid request (bad opcode sequence).
+    /// Invalid request (bad opcode sequence, an operation the QP does not
+    /// take).
     Invalid,
     /// Invalid request: a length that breaks the rules of
-    /// [`resp::payload_len_ok`] or [`resp::write_place`], or a DMA length
-    /// over [`resp::MAX_DMA_LEN`]. Counted apart from the others.
+    /// [`resp::payload_len_ok`] or [`resp::write_place`], a DMA length
+    /// over [`resp::MAX_DMA_LEN`], or a SEND longer than its receive
+    /// buffer. Counted apart from the others.
     Length,
     /// Remote access error (key, rights, bounds).
     Access,
@@ -1081,53 +1120,94 @@ enum Nak {
     Operational,
 }
 
-/// NAKs `psn` with `n` and, as the standard says for these errors, leaves
-/// the message in progress.
-fn nak(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn, n: Nak) {
-    let code = match n {
-        Nak::Invalid | Nak::Length | Nak::Rnr => NakCode::InvalidRequest,
-        Nak::Access => NakCode::RemoteAccessError,
-        Nak::Operational => NakCode::RemoteOperationalError,
-    };
-    send_ack(qp, st, psn, Syndrome::Nak(code));
-    st.recv = None;
+/// UC: the message in progress is lost. Its receive WQE, if it took one,
+/// takes the next message, as if it had never been taken (IBTA's class D:
+/// the WQE is not completed).
+fn drop_message(st: &mut QpState) {
+    if let Some(p) = st.recv.take() {
+        st.recv_spare = Some(p.wqe);
+    }
     st.wctx = None;
 }
 
+/// Refuses the request at `psn` for reason `n` (not [`Nak::Rnr`]) and
+/// returns the drop it counts as.
+///
+/// RC (IBTA's class A and C errors, as rxe): NAKs it, completes the
+/// receive WQE of the message in progress with the matching error, and
+/// moves the QP to ERR, which flushes every other receive (and the send
+/// queue) with `IB_WC_WR_FLUSH_ERR`. UC sends nothing back: the message is
+/// lost and its receive WQE takes the next one ([`drop_message`]).
+fn refuse(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn, n: Nak) -> Drop {
+    let (code, status) = match n {
+        Nak::Invalid | Nak::Length | Nak::Rnr => (NakCode::InvalidRequest, WcStatus::RemInvReqErr),
+        Nak::Access => (NakCode::RemoteAccessError, WcStatus::RemAccessErr),
+        Nak::Operational => (NakCode::RemoteOperationalError, WcStatus::RemOpErr),
+    };
+    let drop = match n {
+        Nak::Length => Drop::Length,
+        Nak::Invalid => Drop::Invalid,
+        Nak::Rnr => Drop::NoRecv,
+        Nak::Access | Nak::Operational => Drop::Key,
+    };
+    if qp.data().qp_type != QpType::Rc {
+        drop_message(st);
+        return drop;
+    }
+    send_ack(qp, st, psn, Syndrome::Nak(code));
+    if let Some(p) = st.recv.take() {
+        let mut cqe = recv_cqe(qp, p.wqe.wr_id, WcOp::Recv, status, 0);
+        cqe.src_qp = st.attr.dest_qp_num;
+        push_recv(qp, cqe, true);
+    }
+    st.wctx = None;
+    st.attr.state = State::Err;
+    crate::qp::flush_all(qp, st);
+    drop
+}
+
 /// A SEND packet: the payload goes to the receive WQE the first packet took.
+///
+/// A receive buffer that cannot take the payload (too short, a bad lkey)
+/// completes its WQE at once with the local error, and the request is
+/// refused (a length error is an invalid request, as in rxe); so is a
+/// message that would pass [`MAX_MSG`] bytes.
 fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
     let pos = pkt.opcode.position();
     if pos.starts_message() {
-        if st.recv.is_some() {
-            return Err(Nak::Invalid);
-        }
         let r = pop_recv(qp, st).ok_or(Nak::Rnr)?;
-        st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0, status: WcStatus::Success });
-    } else if st.recv.is_none() {
-        return Err(Nak::Invalid);
+        st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0 });
     }
     let dev = qp.device();
     let pd = qp.pd_id();
     let Some(p) = st.recv.as_mut() else { return Err(Nak::Invalid) };
-    if p.status == WcStatus::Success {
-        if let Err(e) = p.wqe.scatter(dev, pd, p.off, pkt.payload) {
-            p.status = e;
-        }
+    let end = p.off.checked_add(pkt.payload.len() as u64).filter(|e| *e <= MAX_MSG);
+    let placed = match end {
+        Some(_) => p.wqe.scatter(dev, pd, p.off, pkt.payload),
+        None => Err(WcStatus::LocLenErr),
+    };
+    if let Err(status) = placed {
+        let Some(p) = st.recv.take() else { return Err(Nak::Invalid) };
+        // CAST: `off` is at most MAX_MSG (2^31).
+        let mut cqe = recv_cqe(qp, p.wqe.wr_id, WcOp::Recv, status, p.off as u32);
+        cqe.src_qp = st.attr.dest_qp_num;
+        push_recv(qp, cqe, true);
+        return Err(if status == WcStatus::LocLenErr { Nak::Length } else { Nak::Operational });
     }
-    p.off += pkt.payload.len() as u64;
+    p.off = end.unwrap_or(p.off);
     if !pos.ends_message() {
         return Ok(());
     }
     let Some(p) = st.recv.take() else { return Err(Nak::Invalid) };
-    // CAST: messages are at most 2 GiB.
-    let mut cqe = recv_cqe(qp, p.wqe.wr_id, WcOp::Recv, p.status, p.off as u32);
+    // CAST: at most MAX_MSG (2^31).
+    let mut cqe = recv_cqe(qp, p.wqe.wr_id, WcOp::Recv, WcStatus::Success, p.off as u32);
     cqe.src_qp = st.attr.dest_qp_num;
     if let Some(imm) = pkt.ext.immdt {
         cqe.wc_flags |= WC_WITH_IMM;
         cqe.imm_data = imm.0.to_be();
     }
-    let mut status = p.status;
-    if let (Some(ieth), WcStatus::Success) = (pkt.ext.ieth, status) {
+    let mut status = WcStatus::Success;
+    if let Some(ieth) = pkt.ext.ieth {
         // Send with Invalidate: the key goes once the data is in.
         if mr::invalidate(dev.data(), pd, Some(qp.qp_num()), ieth.rkey).is_ok() {
             cqe.wc_flags |= WC_WITH_INV;
@@ -1140,7 +1220,6 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
     push_recv(qp, cqe, pkt.bth.se);
     match status {
         WcStatus::Success => Ok(()),
-        WcStatus::LocLenErr => Err(Nak::Invalid),
         _ => Err(Nak::Operational),
     }
 }
@@ -1177,16 +1256,18 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
     // Write with immediate consumes a receive WQE (with no data) at its
     // last packet. It is taken before anything changes, once the key has
     // been checked, so that an RNR NAK leaves the write where it was and
-    // the requester's resend of this packet is accepted.
-    let recv = match imm {
-        Some(_) => {
-            if n != 0 {
-                mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |_, _| Ok(())).map_err(|_| Nak::Access)?;
-            }
-            Some(pop_recv(qp, st).ok_or(Nak::Rnr)?)
+    // the requester's resend of this packet is accepted. Until the write
+    // is done it is the message's (`recv`), so that a failed write
+    // completes it with the error (RC) or leaves it for the next message
+    // (UC), as `refuse` does.
+    if imm.is_some() {
+        if n != 0 {
+            mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |_, _| Ok(()))
+                .map_err(|_| Nak::Access)?;
         }
-        None => None,
-    };
+        let r = pop_recv(qp, st).ok_or(Nak::Rnr)?;
+        st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0 });
+    }
     if n != 0 {
         mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |m, o| m.write(o, pkt.payload))
             .map_err(|_: KeyError| Nak::Access)?;
@@ -1197,8 +1278,8 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
         return Ok(());
     }
     let Some(w) = st.wctx.take() else { return Err(Nak::Invalid) };
-    if let (Some(imm), Some(r)) = (imm, recv) {
-        let mut cqe = recv_cqe(qp, r.wr_id, WcOp::RecvRdmaImm, WcStatus::Success, w.len);
+    if let (Some(imm), Some(r)) = (imm, st.recv.take()) {
+        let mut cqe = recv_cqe(qp, r.wqe.wr_id, WcOp::RecvRdmaImm, WcStatus::Success, w.len);
         cqe.src_qp = st.attr.dest_qp_num;
         cqe.wc_flags = WC_WITH_IMM;
         cqe.imm_data = imm.0.to_be();

@@ -64,11 +64,12 @@ pub(crate) struct RoxeQp {
     pub(crate) posted: core::sync::atomic::AtomicBool,
 }
 
-/// A SEND being received: its receive WQE and how far it got.
+/// A SEND (or the last packet of an RDMA WRITE with immediate) being
+/// received: its receive WQE and how many bytes of the message it holds.
 pub(crate) struct RecvProgress {
     pub(crate) wqe: RecvCopy,
+    /// At most `datapath::MAX_MSG`.
     pub(crate) off: u64,
-    pub(crate) status: WcStatus,
 }
 
 /// An RDMA WRITE being received.
@@ -166,7 +167,14 @@ pub(crate) struct QpState {
     pub(crate) atomic_next: usize,
     /// Responder: a PSN sequence NAK was sent and not yet resolved.
     pub(crate) nak_sent: bool,
+    /// Responder: the message in progress that holds a receive WQE.
     pub(crate) recv: Option<RecvProgress>,
+    /// Responder: a receive WQE taken from the RQ or SRQ whose UC message
+    /// was lost (a gap, a packet that broke the rules). It is still the
+    /// oldest receive: the next message takes it before the queue's, and a
+    /// flush completes it first. At most one of `recv` and `recv_spare`
+    /// holds a WQE.
+    pub(crate) recv_spare: Option<RecvCopy>,
     pub(crate) wctx: Option<WriteProgress>,
     /// Responder: the RDMA READ requests served, the newest
     /// `max_dest_rd_atomic` of them; only these are answered again as
@@ -213,6 +221,7 @@ impl QpState {
         self.reads_out = 0;
         self.retrying = false;
         self.recv = None;
+        self.recv_spare = None;
         self.wctx = None;
         self.nak_sent = false;
         self.reads.clear();
@@ -373,6 +382,7 @@ pub(crate) fn create(
         atomic_next: 0,
         nak_sent: false,
         recv: None,
+        recv_spare: None,
         wctx: None,
         reads: ReadResources::new(),
     };
@@ -698,13 +708,23 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
         this.sq.set_consumer(prod);
     }
     st.release_reads(&qp.device().data().read_credits);
-    st.reset_progress();
+    // The receives the responder holds go before `reset_progress` forgets
+    // them.
     flush_rq(qp, st);
+    st.reset_progress();
 }
 
-/// Completes every outstanding receive with a flush error.
+/// Completes every outstanding receive with a flush error: first those the
+/// responder took from the RQ or SRQ for a message (the oldest; an SRQ's
+/// belong to this QP once taken), then the RQ's.
 fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
+    let held = [st.recv.take().map(|p| p.wqe), st.recv_spare.take()];
+    for w in held.into_iter().flatten() {
+        if let Some(rcq) = qp.recv_cq() {
+            let _ = cq::push(rcq, flush_cqe(qp.qp_num(), w.wr_id(), WcOp::Recv), false);
+        }
+    }
     if let (Some(rq), Some(rcq)) = (&this.rq, qp.recv_cq()) {
         let prod = rq.producer();
         if let Ok(n) = rq.geometry().used(prod, st.rq_consumer) {

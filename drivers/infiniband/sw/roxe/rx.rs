@@ -72,6 +72,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_drop_length"),
     c_str!("rx_drop_duplicate"),
     c_str!("rx_drop_address"),
+    c_str!("rx_drop_invalid"),
 ];
 
 /// A device's packet counters.

@@ -14,8 +14,10 @@
 //! without the flush right and a bad rkey with a remote access NAK
 //! (`IBV_WC_REM_ACCESS_ERR` at the requester), and a placement type the
 //! QP's access flags do not allow with an invalid-request NAK
-//! (`IBV_WC_REM_INV_REQ_ERR`); either way the QP enters ERR and the WQE
-//! behind the flush is flushed. A placement type or
+//! (`IBV_WC_REM_INV_REQ_ERR`); either way the requester enters ERR and the
+//! WQE behind the flush is flushed (and the responder enters ERR too, as
+//! rxe's does, so these cases use a pair of QPs, not one connected to
+//! itself). A placement type or
 //! level that does not exist, a length that RETH cannot carry, or a flush
 //! on a UC QP never leaves the requester.
 
@@ -294,14 +296,14 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
 
     // A QP whose access flags lack FLUSH_GLOBAL answers a global flush with
     // an invalid-request NAK: IBV_WC_REM_INV_REQ_ERR at the requester.
-    let q = fx.loopback(QpSpec::new(QpType::Rc, &cq, &cq))?;
+    let (q, responder) = fx.pair(QpSpec::new(QpType::Rc, &cq, &cq))?;
     let rts = Modify {
         qp_state: state::RTS,
         attr_mask: mask::STATE | mask::ACCESS_FLAGS,
         access_flags: access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ,
         ..Modify::default()
     };
-    c.r.ok("MODIFY_QP RTS to RTS dropping FLUSH_GLOBAL from qp_access_flags", v.modify_qp(q.qp.handle, &rts));
+    c.r.ok("MODIFY_QP RTS to RTS dropping FLUSH_GLOBAL from qp_access_flags", v.modify_qp(responder.qp.handle, &rts));
     post_send(&q.sq, &flush_dst(&t, BAD, DST[0]));
     post_send(&q.sq, &empty_write(AFTER));
     c.r.ok("a flush to a QP without FLUSH_GLOBAL: the doorbell", v.doorbell(q.qp.handle));
@@ -314,7 +316,9 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
         q.qp.qpn,
     );
     expect_state(&fx, c.r, "a flush to a QP without FLUSH_GLOBAL: the QP", &q, state::ERR);
+    expect_state(&fx, c.r, "a flush to a QP without FLUSH_GLOBAL: the responder", &responder, state::ERR);
     c.r.ok("DESTROY_QP", fx.destroy_qp(q));
+    c.r.ok("DESTROY_QP of the responder", fx.destroy_qp(responder));
 
     // 2. An RDMA WRITE, then a global flush over exactly the bytes it
     // wrote. Once the QP's retry timer would have fired, another write.
@@ -363,7 +367,7 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     // 4-9. Flushes that fail, each on a fresh QP since the QP ends in ERR.
     for case in CASES {
         let n = case.name;
-        let q = fx.loopback(QpSpec::new(case.ty, &cq, &cq))?;
+        let (q, responder) = fx.pair(QpSpec::new(case.ty, &cq, &cq))?;
         let mut want = Vec::new();
         if case.lead {
             post_send(&q.sq, &flush(GOOD, t.flush.rkey, t.addr, 0, GLOBAL, WHOLE_MR));
@@ -382,6 +386,7 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
         }
         expect_state(&fx, c.r, format!("{n}: the QP"), &q, state::ERR);
         c.r.ok(format!("{n}: DESTROY_QP"), fx.destroy_qp(q));
+        c.r.ok(format!("{n}: DESTROY_QP of the responder"), fx.destroy_qp(responder));
     }
 
     c.r.ok("DEREG_MR of the FLUSH_GLOBAL MR", v.dereg_mr(t.flush.handle));

@@ -283,6 +283,23 @@ impl Fx {
         Ok(q)
     }
 
+    /// Creates two RC or UC QPs connected to each other, both in RTS: a
+    /// requester and a responder. A responder that refuses a request moves
+    /// to ERR, as rxe's does (a QP connected to itself would flush its own
+    /// request before the NAK reached it), so tests of what a requester
+    /// sees for a refused request use two.
+    pub fn pair(&self, s: QpSpec) -> Result<(QpRings, QpRings), Fail> {
+        let (a, b) = (self.qp(s)?, self.qp(s)?);
+        for (q, peer) in [(&a, &b), (&b, &a)] {
+            self.modify(q, state::INIT).step("MODIFY_QP of a pair's QP to INIT")?;
+            let rts = self.attrs(&q.qp, q.ty, state::RTS);
+            let rtr = Modify { dest_qp_num: peer.qp.qpn, rq_psn: rts.sq_psn, ..self.attrs(&q.qp, q.ty, state::RTR) };
+            self.v.modify_qp(q.qp.handle, &rtr).step("MODIFY_QP of a pair's QP to RTR")?;
+            self.v.modify_qp(q.qp.handle, &rts).step("MODIFY_QP of a pair's QP to RTS")?;
+        }
+        Ok((a, b))
+    }
+
     /// Destroys a QP; the caller checks the result.
     pub fn destroy_qp(&self, q: QpRings) -> Result<(), Errno> {
         let h = q.qp.handle;

@@ -110,16 +110,17 @@ pub(super) fn bind_slot(wr_id: u64, mw_rkey: u32, lkey: u32, addr: u64, len: u64
     abi::send_wqe(&wqe)
 }
 
-/// Posts `slot` on a fresh loopback RC QP and returns its completion's
-/// status, or `None` if none came.
+/// Posts `slot` on the requester of a fresh pair of RC QPs and returns its
+/// completion's status, or `None` if none came.
 pub(super) fn one_wqe(fx: &Fx, cq: &Cq, ring: &CqRing, slot: &[u8]) -> Result<Option<(u64, u32)>, Fail> {
-    let q = fx.loopback(QpSpec::new(QpType::Rc, cq, cq))?;
+    let (q, responder) = fx.pair(QpSpec::new(QpType::Rc, cq, cq))?;
     post_raw(&q.sq, slot);
     fx.v.doorbell(q.qp.handle).step("the doorbell")?;
     let got = ring.collect(1, WAIT);
     // Whatever else came (the responder's own errors) is not checked here.
     let _ = ring.settle();
     fx.destroy_qp(q).step("DESTROY_QP")?;
+    fx.destroy_qp(responder).step("DESTROY_QP of the responder")?;
     Ok(got.first().map(|c| (c.wr_id, c.status)))
 }
 
