@@ -96,6 +96,16 @@ impl AtomicDone {
     pub(crate) const NONE: Self = Self { psn: u32::MAX, rkey: 0, va: 0, orig: 0 };
 }
 
+/// The responder's memory of the reads it served.
+pub(crate) type Reads = ReadResources<{ MAX_QP_RD_ATOM as usize }>;
+
+/// An empty [`Reads`] on the heap, charged to the caller's memory cgroup.
+/// Not inlined, so its stack temporary lives only in its own frame.
+#[inline(never)]
+fn new_reads() -> Result<KBox<Reads>> {
+    Ok(KBox::new(ReadResources::new(), GFP_KERNEL_ACCOUNT)?)
+}
+
 pub(crate) struct QpState {
     pub(crate) attr: QpAttr,
     /// The kernel's own consumer indices; the copies in the rings are only
@@ -179,7 +189,9 @@ pub(crate) struct QpState {
     /// Responder: the RDMA READ requests served, the newest
     /// `max_dest_rd_atomic` of them; only these are answered again as
     /// duplicates.
-    pub(crate) reads: ReadResources<{ MAX_QP_RD_ATOM as usize }>,
+    /// (3 KiB, so on the heap: the QP's state is built on the stack of
+    /// `create`, which for QP1 runs deep in `rdma link add`.)
+    pub(crate) reads: KBox<Reads>,
 }
 
 impl QpState {
@@ -384,7 +396,7 @@ pub(crate) fn create(
         recv: None,
         recv_spare: None,
         wctx: None,
-        reads: ReadResources::new(),
+        reads: new_reads()?,
     };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
     let qpn = number.qpn();
