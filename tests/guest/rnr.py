@@ -15,7 +15,10 @@ completions' status, the receive's byte_len (and immediate), and the bytes:
   send-400k  a 400-packet SEND (more than the 256 packets one doorbell
              sends at once, so the rest is pending when the NAK comes);
   wimm-64k   a 64-packet RDMA WRITE WITH IMMEDIATE (the receive is taken
-             at its last packet, after the first 63 were written).
+             at its last packet, after the first 63 were written);
+  wimm-1     a one-packet RDMA WRITE WITH IMMEDIATE (its resend after the
+             RNR NAK starts the message again; the responder once kept the
+             first attempt's write in progress and refused the resend).
 
 Prints one line per check and exits 1 if any failed.
 """
@@ -59,7 +62,8 @@ def main():
     connect(qb, qa.qp_num, port, gid_index, gid, ACCESS, 12)
 
     cases = [("send-1", e.IBV_WR_SEND, 100), ("send-64k", e.IBV_WR_SEND, 64 * MTU),
-             ("send-400k", e.IBV_WR_SEND, 400 * MTU), ("wimm-64k", e.IBV_WR_RDMA_WRITE_WITH_IMM, 64 * MTU)]
+             ("send-400k", e.IBV_WR_SEND, 400 * MTU), ("wimm-64k", e.IBV_WR_RDMA_WRITE_WITH_IMM, 64 * MTU),
+             ("wimm-1", e.IBV_WR_RDMA_WRITE_WITH_IMM, 100)]
     for seed, (name, opcode, size) in enumerate(cases, 1):
         data = pattern(seed, size)
         smr.write(data, size, 0)

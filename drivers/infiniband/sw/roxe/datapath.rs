@@ -1265,7 +1265,14 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
             mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |_, _| Ok(()))
                 .map_err(|_| Nak::Access)?;
         }
-        let r = pop_recv(qp, st).ok_or(Nak::Rnr)?;
+        let Some(r) = pop_recv(qp, st) else {
+            // The requester sends this packet again after the RNR wait:
+            // if it starts the message, it must find none in progress.
+            if pos.starts_message() {
+                st.wctx = None;
+            }
+            return Err(Nak::Rnr);
+        };
         st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0 });
     }
     if n != 0 {
