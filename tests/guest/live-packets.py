@@ -40,9 +40,9 @@ with the same rkey and range, and only while the QP grants remote read.
 Anything else is dropped unanswered and counted as rx_drop_duplicate.
 
 Read responses (the sweep). A QP's own READ must take only responses of
-the size the responder cuts them at, and in their place (an Only only for
-a one-packet answer, a Last or Only only at its last PSN); a wrong one must
-not complete it.
+the size the responder cuts them at, and in their place (a First or Only
+at its first PSN, a Last or Only at its last); a wrong one must not
+complete it.
 
 NAKs (the sweep) fail or rewind work only when they name a PSN in flight.
 
@@ -514,15 +514,15 @@ def read_responses(v, w, check):
           f"a read response First of 512 bytes (not 1024) is dropped as rx_drop_length, and the "
           f"READ does not complete (got {wc and wc.status}; {bp.fmt(bp.delta(before, w.counters.read()))})")
     w.drain()
-    # Sizes right, places wrong: an Only at the first of two PSNs, and
-    # after a good First, a Middle at the last PSN.
+    # Sizes right, places wrong: a Middle at the first PSN, and after a
+    # good First, a Middle at the last PSN.
     before = w.counters.read()
-    respond(0x10, PSN, b"F" * MTU)
+    respond(0x0e, PSN, b"F" * MTU)
     respond(0x0d, PSN, b"F" * MTU)
     respond(0x0e, PSN + 1, b"L" * 476)
     wc = completion()
     check(wc is None and counted(w, before, "rx_drop_unexpected") == 2,
-          f"a response Only that is not the READ's only one, and a Middle at its last PSN, are "
+          f"a response Middle at the READ's first PSN, and a Middle at its last PSN, are "
           f"dropped as rx_drop_unexpected and do not complete it (got {wc and wc.status}; "
           f"{bp.fmt(bp.delta(before, w.counters.read()))})")
     w.drain()

@@ -1532,12 +1532,12 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
             }
             return Err(Drop::Psn);
         }
-        // Its place in the answer: Last or Only exactly at the read's last
-        // PSN, and First or Only at its first. (A read asked again part-way
-        // is answered from a First in the middle.)
+        // Its place in the answer: a Last or Only at the read's last PSN,
+        // a First or Only at its first. (In between anything goes: a read
+        // asked for in parts, or again part-way, is answered in parts, each
+        // from a First to a Last.)
         let pos = pkt.opcode.position();
-        let ends = matches!(pos, Position::Last | Position::Only);
-        if ends != (psn == last) || (i == 0 && !pos.starts_message()) {
+        if (psn == last && !pos.ends_message()) || (i == 0 && !pos.starts_message()) {
             return Err(Drop::Unexpected);
         }
         let w = this.sq.read(idx);
