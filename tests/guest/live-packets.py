@@ -383,11 +383,11 @@ def stale_naks(v, w, check):
     before = w.counters.read()
     w.send(qp.qp_num, ACKNOWLEDGE, PSN - 5, bp.aeth(NAK_ACCESS, 0))
     w.send(qp.qp_num, ACKNOWLEDGE, PSN - 1, bp.aeth(0x20, 0))
-    w.send(qp.qp_num, ACKNOWLEDGE, PSN + 1, bp.aeth(NAK_INVALID, 0))
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN + 0x1000, bp.aeth(NAK_INVALID, 0))
     time.sleep(0.5)
     n, wcs = v.cq.poll(1)
     check(n == 0 and counted(w, before, "rx_drop_psn") == 3,
-          f"NAKs before and after the only PSN in flight, and an old RNR NAK: nothing "
+          f"NAKs before the PSN in flight and beyond the window, and an old RNR NAK: nothing "
           f"completes, rx_drop_psn +3 (completions {[wc.status for wc in wcs[:n]]}; "
           f"{bp.fmt(bp.delta(before, w.counters.read()))})")
     w.send(qp.qp_num, ACKNOWLEDGE, PSN, bp.aeth(NAK_ACCESS, 0))

@@ -1624,10 +1624,13 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
     }
     let aeth = pkt.ext.aeth.ok_or(Drop::Unexpected)?;
     let syndrome = Syndrome::from_u8(aeth.syndrome);
-    if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_))) && !psn.in_range(st.una, st.npsn) {
-        // A NAK names a packet sent and not yet acknowledged; an older one
-        // (delayed, duplicated, or forged without the live PSN) must not
-        // fail or rewind today's work.
+    // A NAK names a packet sent and not yet acknowledged: at or after
+    // `una`, and within the window (`npsn` itself may have gone back
+    // behind a NAK still in flight). An older one (delayed, duplicated) or
+    // one out of reach (forged without the live PSN) must not fail or
+    // rewind today's work.
+    let nak_window_end = Psn::new(st.una.get().wrapping_add(WINDOW + 1));
+    if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_))) && !psn.in_range(st.una, nak_window_end) {
         return Err(Drop::Psn);
     }
     match syndrome {
