@@ -223,6 +223,12 @@ void roxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
 	spin_unlock_irqrestore(lock, flags);
 }
 
+/*
+ * The tunnel sockets, IPv4 and IPv6, as roxe's multicast is sent (set while
+ * they are open: from module load to unload, when no device exists).
+ */
+static struct sock *roxe_tx_sk[2];
+
 /* Opens a kernel UDP socket on @port in init_net with @rcv as its encap hook. */
 int roxe_udp_tunnel_open(u16 port, bool ipv6, roxe_encap_rcv_t rcv, struct socket **out)
 {
@@ -240,12 +246,27 @@ int roxe_udp_tunnel_open(u16 port, bool ipv6, roxe_encap_rcv_t rcv, struct socke
 	if (err)
 		return err;
 	setup_udp_tunnel_sock(&init_net, *out, &tcfg);
+	/*
+	 * roxe sends its multicast as this socket, with the IP layer's
+	 * loopback of multicast off: roxe delivers its own copy to local
+	 * members itself (roxe_tx_send), and takes no looped-back packet, as
+	 * a local process's socket could loop back anything.
+	 */
+	if (ipv6)
+		inet6_clear_bit(MC6_LOOP, (*out)->sk);
+	else
+		inet_clear_bit(MC_LOOP, (*out)->sk);
+	WRITE_ONCE(roxe_tx_sk[ipv6], (*out)->sk);
 	return 0;
 }
 
 /* Closes the socket and waits until no receive hook can still be running. */
 void roxe_udp_tunnel_close(struct socket *sock)
 {
+	if (READ_ONCE(roxe_tx_sk[0]) == sock->sk)
+		WRITE_ONCE(roxe_tx_sk[0], NULL);
+	if (READ_ONCE(roxe_tx_sk[1]) == sock->sk)
+		WRITE_ONCE(roxe_tx_sk[1], NULL);
 	udp_tunnel_sock_release(sock);
 	synchronize_net();
 }
@@ -344,22 +365,58 @@ struct sk_buff *roxe_tx_alloc(struct dst_entry *dst, unsigned int len, u8 **data
 }
 
 /*
+ * Whether this host may have members of the multicast group @dst leads
+ * to, so that roxe delivers a copy itself: for IPv4 the route says whether
+ * the device has joined the group; for IPv6 the receive side checks that
+ * (ip6_mc_input), so every multicast packet gets a copy.
+ */
+static bool roxe_tx_to_local_group(struct dst_entry *dst, bool ipv6)
+{
+	return ipv6 || (dst_rtable(dst)->rt_flags & RTCF_LOCAL);
+}
+
+static bool roxe_tx_multicast(struct sk_buff *skb, bool ipv6)
+{
+	if (ipv6)
+		return ipv6_addr_is_multicast(&ipv6_hdr(skb)->daddr);
+	return ipv4_is_multicast(ip_hdr(skb)->daddr);
+}
+
+/*
  * Sends a packet whose IP and UDP headers the caller wrote. Takes a new
- * reference on @dst for the skb; always consumes @skb.
+ * reference on @dst for the skb; always consumes @skb. A multicast packet
+ * goes out as roxe's tunnel socket, which the IP layer does not loop back
+ * (see roxe_udp_tunnel_open); its copy for this host's own members is
+ * delivered as roxe_tx_loopback delivers one to a local address.
  */
 int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
 {
+	struct sk_buff *copy = NULL;
+	struct sock *sk = NULL;
+	int rc;
+
 	skb_set_transport_header(skb, ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
 	skb->protocol = htons(ipv6 ? ETH_P_IPV6 : ETH_P_IP);
 	skb->ip_summed = CHECKSUM_NONE;
 	skb_dst_set(skb, dst_clone(dst));
 	skb->dev = dst->dev;
+	if (roxe_tx_multicast(skb, ipv6)) {
+		sk = READ_ONCE(roxe_tx_sk[ipv6]);
+		if (roxe_tx_to_local_group(dst, ipv6))
+			copy = skb_copy(skb, GFP_ATOMIC);
+	}
 	if (ipv6) {
 		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
-		return ip6_local_out(dev_net(dst->dev), NULL, skb);
+		rc = ip6_local_out(dev_net(dst->dev), sk, skb);
+	} else {
+		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+		rc = ip_local_out(dev_net(dst->dev), sk, skb);
 	}
-	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
-	return ip_local_out(dev_net(dst->dev), NULL, skb);
+	if (copy) {
+		skb_dst_drop(copy);
+		roxe_tx_loopback(copy, dst, dst->dev);
+	}
+	return rc;
 }
 
 /* Whether @dst delivers to this host: its device is the loopback device. */
@@ -400,6 +457,12 @@ int roxe_tx_loopback(struct sk_buff *skb, struct dst_entry *dst, struct net_devi
 bool roxe_skb_to_host(const struct sk_buff *skb)
 {
 	return skb->pkt_type == PACKET_HOST;
+}
+
+/* Whether @skb came in a multicast frame (not one a local socket looped back). */
+bool roxe_skb_multicast_frame(const struct sk_buff *skb)
+{
+	return skb->pkt_type == PACKET_MULTICAST;
 }
 
 void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *))

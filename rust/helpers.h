@@ -72,6 +72,7 @@ int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6);
 bool roxe_dst_is_local(const struct dst_entry *dst);
 int roxe_tx_loopback(struct sk_buff *skb, struct dst_entry *dst, struct net_device *ndev);
 bool roxe_skb_to_host(const struct sk_buff *skb);
+bool roxe_skb_multicast_frame(const struct sk_buff *skb);
 
 void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
 void roxe_timer_arm(struct timer_list *t, unsigned int msecs);

@@ -80,6 +80,13 @@ impl RxSkb {
         unsafe { bindings::roxe_skb_to_host(self.raw.as_ptr()) }
     }
 
+    /// Whether the packet came in a multicast frame from the wire
+    /// (`PACKET_MULTICAST`), not a multicast a local socket looped back.
+    pub(crate) fn multicast_frame(&self) -> bool {
+        // SAFETY: The skb is valid while we own it.
+        unsafe { bindings::roxe_skb_multicast_frame(self.raw.as_ptr()) }
+    }
+
     /// Frees the packet as used (not dropped).
     pub(crate) fn consume(self) {
         let raw = self.raw;
@@ -165,7 +172,9 @@ impl Route {
     /// packet instead (`EIO`). Fails with `ENOMEM` when no memory is left, or
     /// with what the IP layer returns. A packet to one of this host's own
     /// addresses does not leave: the device the route was looked up on
-    /// receives it, as if from the wire.
+    /// receives it, as if from the wire. A multicast packet leaves without
+    /// the IP layer's loopback copy; when this host may be a member of the
+    /// group, the device receives a copy of its own, as sent to this host.
     pub(crate) fn send(&self, len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> Result {
         let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
         let mut data: *mut u8 = core::ptr::null_mut();

@@ -3,6 +3,7 @@
 //! Memory regions (`struct ib_mr`). Unlike PDs and CQs, MRs are allocated
 //! by the driver: here as a `KBox<Mr<T>>` whose first field is the C struct.
 
+use core::mem::MaybeUninit;
 use super::device::{Device, Driver};
 use super::pd::Pd;
 use super::udata::UData;
@@ -75,9 +76,20 @@ impl<T: Driver> Mr<T> {
         unsafe { Device::from_raw((*self.ib.get()).device) }
     }
 
-    fn publish(data: T::Mr, info: MrInfo) -> Result<*mut bindings::ib_mr> {
-        let b = KBox::new(Mr::<T> { ib: Opaque::uninit(), data }, GFP_KERNEL)?;
-        let raw = KBox::into_raw(b);
+    /// Runs `make`, the driver's half of a registration, with the MR's
+    /// memory already allocated: once the driver has made the MR (its key
+    /// live in the driver's tables), nothing here can fail any more, so no
+    /// live key is ever left without an MR the core can deregister.
+    fn publish(make: impl FnOnce() -> Result<(T::Mr, MrInfo)>) -> Result<*mut bindings::ib_mr> {
+        let slot = KBox::<Self>::new_uninit(GFP_KERNEL)?;
+        let (data, info) = make()?;
+        Ok(Self::place(slot, data, info))
+    }
+
+    /// Fills `slot` with the driver's MR and the keys and extent the core
+    /// reads; cannot fail.
+    fn place(slot: KBox<MaybeUninit<Self>>, data: T::Mr, info: MrInfo) -> *mut bindings::ib_mr {
+        let raw = KBox::into_raw(slot.write(Mr::<T> { ib: Opaque::uninit(), data }));
         // SAFETY: `raw` is a fresh allocation; the core fills `device`,
         // `pd`, `type` and the rest after we return, but expects zeroed
         // memory with the keys and extent set.
@@ -90,13 +102,13 @@ impl<T: Driver> Mr<T> {
             (*ib).length = info.length;
             (*ib).page_size = kernel::page::PAGE_SIZE as u32;
         }
-        Ok(raw.cast())
+        raw.cast()
     }
 
     pub(super) unsafe extern "C" fn get_dma_cb(pd: *mut bindings::ib_pd, access: c_int) -> *mut bindings::ib_mr {
         // SAFETY: The core passes a live PD of this device.
         let pd = unsafe { Pd::<T>::from_raw(pd) };
-        match T::get_dma_mr(pd, access as u32).and_then(|(d, i)| Self::publish(d, i)) {
+        match Self::publish(|| T::get_dma_mr(pd, access as u32)) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
         }
@@ -115,7 +127,7 @@ impl<T: Driver> Mr<T> {
         // SAFETY: The core passes NULL or the call's valid udata.
         let udata = unsafe { UData::from_raw(udata) };
         let args = UserMrArgs { start, length, iova, access: access as u32 };
-        match T::reg_user_mr(pd, &args, udata.as_ref()).and_then(|(d, i)| Self::publish(d, i)) {
+        match Self::publish(|| T::reg_user_mr(pd, &args, udata.as_ref())) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
         }
@@ -149,13 +161,16 @@ impl<T: Driver> Mr<T> {
         // SAFETY: NULL or the call's valid udata.
         let udata = unsafe { UData::from_raw(udata) };
         let args = UserMrArgs { start, length, iova, access: access as u32 };
+        // A new translation makes a new MR: its memory is taken first (as
+        // in `publish`), and goes unused when the change is in place.
+        let slot = match KBox::<Self>::new_uninit(GFP_KERNEL) {
+            Ok(s) => s,
+            Err(e) => return err_ptr(e.into()),
+        };
         match T::rereg_user_mr(this, what, &args, pd, udata.as_ref()) {
             // Changed in place; the core updates `pd`, `iova` and `length`.
             Ok(None) => core::ptr::null_mut(),
-            Ok(Some((d, i))) => match Self::publish(d, i) {
-                Ok(p) => p,
-                Err(e) => err_ptr(e),
-            },
+            Ok(Some((d, i))) => Self::place(slot, d, i),
             Err(e) => err_ptr(e),
         }
     }
@@ -170,7 +185,7 @@ impl<T: Driver> Mr<T> {
         }
         // SAFETY: The core passes a live PD of this device.
         let pd = unsafe { Pd::<T>::from_raw(pd) };
-        match T::alloc_mr(pd, max_num_sg).and_then(|(d, i)| Self::publish(d, i)) {
+        match Self::publish(|| T::alloc_mr(pd, max_num_sg)) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
         }

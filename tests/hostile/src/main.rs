@@ -119,6 +119,11 @@ const SCENARIOS: &[Scenario] = &[
         run: scenario::cq_srq_fault::run,
     },
     Scenario {
+        name: "memcg",
+        about: "CQ, SRQ and QP rings larger than a 32 MiB memory cgroup allows fail with ENOMEM inside it and succeed outside (needs cgroup v2 with memory)",
+        run: scenario::memcg::run,
+    },
+    Scenario {
         name: "teardown",
         about: "closing the device file with every object live and the rings still mapped",
         run: scenario::teardown::run,

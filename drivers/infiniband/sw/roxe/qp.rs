@@ -713,8 +713,12 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
         for i in 0..n {
             let w = this.sq.read(st.sq_consumer.wrapping_add(i));
             let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
-            // A full CQ is reported by `push` itself (IB_EVENT_CQ_ERR).
-            let _ = cq::push(scq, flush_cqe(qpn, w.wr_id, op), false);
+            // A full CQ is reported by `push` itself (IB_EVENT_CQ_ERR) and
+            // takes nothing more: the rest go without completions, so one
+            // call does no more work than the CQ has room for.
+            if cq::push(scq, flush_cqe(qpn, w.wr_id, op), false).is_err() {
+                break;
+            }
         }
         st.sq_consumer = prod;
         this.sq.set_consumer(prod);
@@ -742,7 +746,10 @@ fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
         if let Ok(n) = rq.geometry().used(prod, st.rq_consumer) {
             for i in 0..n {
                 let w = rq.read(st.rq_consumer.wrapping_add(i));
-                let _ = cq::push(rcq, flush_cqe(qp.qp_num(), w.wr_id, WcOp::Recv), false);
+                // As for the SQ (`flush`): a full or broken CQ ends it.
+                if cq::push(rcq, flush_cqe(qp.qp_num(), w.wr_id, WcOp::Recv), false).is_err() {
+                    break;
+                }
             }
             st.rq_consumer = prod;
             rq.set_consumer(prod);
@@ -770,14 +777,17 @@ fn check_send_wqe(this: &RoxeQp, w: &SendWqe) -> core::result::Result<(), WcStat
 /// Completes the next `n` send WQEs with a flush error, in order.
 fn flush_sq_head(qp: &Qp<Roxe>, st: &mut QpState, n: u32) {
     let this = qp.data();
-    for _ in 0..n {
-        let w = this.sq.read(st.sq_consumer);
-        let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
-        if let Some(scq) = qp.send_cq() {
-            let _ = cq::push(scq, flush_cqe(qp.qp_num(), w.wr_id, op), false);
+    if let Some(scq) = qp.send_cq() {
+        for i in 0..n {
+            let w = this.sq.read(st.sq_consumer.wrapping_add(i));
+            let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
+            // As in `flush`: a full or broken CQ ends it.
+            if cq::push(scq, flush_cqe(qp.qp_num(), w.wr_id, op), false).is_err() {
+                break;
+            }
         }
-        st.sq_consumer = st.sq_consumer.wrapping_add(1);
     }
+    st.sq_consumer = st.sq_consumer.wrapping_add(n);
     st.sq_checked = 0;
     this.sq.set_consumer(st.sq_consumer);
 }

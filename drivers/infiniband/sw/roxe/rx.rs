@@ -153,6 +153,7 @@ impl Receive for Rx {
         let Some(dev) = device_for(&skb) else { return };
         let c = &dev.data().counters;
         let to_host = skb.to_host();
+        let multicast_frame = skb.multicast_frame();
         let Ok(lin) = skb.linear() else {
             c.event(Event::RxNoMemory);
             return;
@@ -194,11 +195,14 @@ impl Receive for Rx {
         }
         let meta = Meta { ip: ip_hdr };
         // Multicast QP number if and only if multicast address; a unicast
-        // QP takes only what was sent to this host alone, not a broadcast
-        // or a multicast a local process looped back.
+        // QP takes only what was sent to this host alone, the multicast QP
+        // that or a multicast frame. Neither takes a broadcast, or a packet
+        // a local socket looped back (roxe's own copies to local members
+        // come as sent to this host: `Route::send`).
         let mcast_qpn = pkt.bth.dest_qpn == crate::mcast::MULTICAST_QPN;
         let mcast_ip = ip::gids(ip_hdr).is_some_and(|(_, d)| ip::is_multicast(&d));
-        let res = if mcast_qpn != mcast_ip || (!mcast_qpn && !to_host) {
+        let frame_ok = to_host || (mcast_qpn && multicast_frame);
+        let res = if mcast_qpn != mcast_ip || !frame_ok {
             Some(Err(datapath::Drop::Address))
         } else if mcast_qpn {
             multicast(&dev, &pkt, &meta, v6)

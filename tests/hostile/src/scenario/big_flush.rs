@@ -44,6 +44,16 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
         first.is_some_and(|e| e.status == wc::WR_FLUSH_ERR && e.qp_num == q.qp.qpn),
         format!("the first completion is a flush of the QP: {first:?}"),
     );
+    // Again and again, in ERR with the CQ overflowed: each doorbell over a
+    // full queue of new WQEs is consumed at once (no completions can be
+    // made, so none are tried beyond the first).
+    let t = Instant::now();
+    for round in 2..=8u32 {
+        q.sq.set_producer(n.wrapping_mul(round));
+        c.r.ok(format!("doorbell {round} in ERR over {n} more WQEs"), fx.v.doorbell(q.qp.handle));
+    }
+    c.r.info(format!("7 doorbells in ERR with the CQ broken: {:?}", t.elapsed()));
+    c.r.eq("the SQ is consumed after each", q.sq.consumer(), n.wrapping_mul(8));
     c.r.ok("DESTROY_QP", fx.destroy_qp(q));
     c.r.ok("DESTROY_CQ", fx.destroy_cq(cq, ring));
     c.r.ok("DEALLOC_PD", fx.v.dealloc_pd(fx.pd));

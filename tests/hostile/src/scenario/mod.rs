@@ -10,6 +10,7 @@ pub mod cq_garbage;
 pub mod cq_srq_fault;
 pub mod flush;
 pub mod flush_peer;
+pub mod memcg;
 pub mod mmap;
 pub mod mr_rereg;
 pub mod mw_bound;
