@@ -23,8 +23,9 @@ rx_drop_address, and so is a broadcast to a QP. Nothing that arrives on
 an ACK to a QP connected to its own device's address, which used to
 complete a SEND that was never delivered.
 
-Multicast (the sweep). A UD QP attached to a group takes the group's
-datagrams from the peer and from another QP of its own device, but not one
+Multicast (the sweep). A UD QP attached to a group (mckey's, joined
+through the RDMA CM) takes the group's datagrams from the peer and from
+another QP of its own device, but not one
 an unprivileged process sends to the group out of the roxe netdev with an
 ordinary UDP socket, which the IP layer loops back to that netdev: dropped
 as rx_drop_address.
@@ -77,11 +78,12 @@ import os
 import select
 import socket
 import struct
+import subprocess
 import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AH, GID, AHAttr, GlobalRoute
+from pyverbs.addr import GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -814,70 +816,69 @@ def inject_via_lo(ip, qpn):
     return os.waitpid(pid, 0)[1]
 
 
-# A multicast group on the roxe netdev, and the well-known multicast QP number.
-GROUP = "239.1.1.1"
+# A multicast group on the roxe netdev, the well-known multicast QP number,
+# and the Q_Key of RDMA CM multicast (RDMA_UDP_QKEY), which mckey uses.
+GROUP = "239.1.1.3"
 MCAST_QPN = 0xffffff
+CM_QKEY = 0x01234567
 
 
 def multicast(v, w, check):
-    """The sweep (finding 4's class): a UD QP attached to a group takes the
-    group's datagrams from the wire and from its own device, but nothing a
-    local process loops back with an ordinary UDP socket."""
-    mgid = gid_of(GROUP)
-    member_cq, sender_cq = CQ(v.ctx, 8), CQ(v.ctx, 8)
-    buf = MR(v.pd, 4 * 256, LW)
-    member = ud_qp(v, member_cq)
-    member.attach_mcast(mgid, 0)
-    for i in range(4):
-        member.post_recv(RecvWR(wr_id=10 + i, num_sge=1, sg=[SGE(buf.buf + 256 * i, 256, buf.lkey)]))
-    # The netdev joins the group, as rdma_join_multicast would have it.
-    join = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    join.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(GROUP) + socket.inet_aton(w.ip))
-    w.tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(w.peer))
+    """The sweep (finding 4's class): a UD QP attached to a group (mckey's,
+    joined through the RDMA CM) takes the group's datagrams from the wire
+    and from its own device, but nothing a local process loops back with an
+    ordinary UDP socket. pyverbs has no ibv_attach_mcast, hence mckey."""
+    log = open("/tmp/live-packets-mckey.log", "w+")
+    rx = subprocess.Popen(["stdbuf", "-oL", "mckey", "-m", GROUP, "-b", w.ip, "-C", "2"],
+                          stdout=log, stderr=subprocess.STDOUT)
     try:
-        deth = bp.deth(QKEY, 0x42)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and rx.poll() is None:
+            log.seek(0)
+            if "receiving data transfers" in log.read():
+                break
+            time.sleep(0.1)
+        log.seek(0)
+        if not check(rx.poll() is None, f"mckey joined {GROUP} on {w.ip} and waits for 2 datagrams ({log.read()[-300:]!r})"):
+            return
         before = w.counters.read()
-        w.send(MCAST_QPN, UD_SEND_ONLY, 0, deth, b"P" * 8, dst=GROUP)
-        got = completions(member_cq, 1)
-        check(got == [(10, e.IBV_WC_SUCCESS, GRH_LEN + 8)] and buf.read(8, GRH_LEN) == b"P" * 8,
-              f"a datagram to {GROUP} from the peer reaches the attached QP "
-              f"({got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
-
-        # The device's own datagram to the group, from another of its QPs.
-        sender = ud_qp(v, sender_cq)
-        ah = AH(v.pd, attr=AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=mgid, sgid_index=v.gid_index)))
-        src = MR(v.pd, 64, LW)
-        src.write(b"O" * 8, 8, 0)
-        wr = SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(src.buf, 8, src.lkey)])
-        wr.set_wr_ud(ah, MCAST_QPN, QKEY)
-        before = w.counters.read()
-        sender.post_send(wr)
-        sent = completions(sender_cq, 1)
-        got = completions(member_cq, 1)
-        check([c[:2] for c in sent] == [(1, e.IBV_WC_SUCCESS)] and got == [(11, e.IBV_WC_SUCCESS, GRH_LEN + 8)]
-              and buf.read(8, 256 + GRH_LEN) == b"O" * 8 and counted(w, before, "rx_drop_address") == 0,
-              f"a datagram to {GROUP} from the device's own UD QP reaches the attached QP, "
-              f"nothing dropped ({sent} {got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
-
-        before = w.counters.read()
-        status = inject_multicast(w.ip, member.qp_num)
-        got = completions(member_cq, 1, timeout=1.0)
-        check(status == 0 and not got and counted(w, before, "rx_drop_address") == 1,
+        status = inject_multicast(w.ip, 0x42)
+        time.sleep(1.0)
+        check(status == 0 and counted(w, before, "rx_drop_address") == 1,
               f"a datagram to {GROUP} from an unprivileged UDP socket, looped back by the IP layer: "
-              f"no completion, rx_drop_address +1 (sender exit {status}; {got}; "
-              f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+              f"rx_drop_address +1 (sender exit {status}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+        w.tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(w.peer))
+        before = w.counters.read()
+        w.send(MCAST_QPN, UD_SEND_ONLY, 0, bp.deth(CM_QKEY, 0x43), b"P" * 8, dst=GROUP)
+        time.sleep(1.0)
+        check(rx.poll() is None and counted(w, before, "rx_delivered") == 1,
+              f"a datagram to {GROUP} from the peer is delivered, and it is mckey's first: mckey still "
+              f"waits for its second (exit {rx.poll()}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+        sent = subprocess.run(["mckey", "-m", GROUP, "-s", "-b", w.ip, "-C", "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        try:
+            rc = rx.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        log.seek(0)
+        check(sent.returncode == 0 and rc == 0,
+              f"a datagram to {GROUP} from another QP of the same device (mckey -s) is mckey's second: "
+              f"it exits 0 (sender exit {sent.returncode}, receiver exit {rc}; {log.read()[-300:]!r})")
     finally:
-        join.close()
-        member.detach_mcast(mgid, 0)
+        if rx.poll() is None:
+            rx.kill()
+            rx.wait()
+        log.close()
 
 
-def inject_multicast(ip, member_qpn):
+def inject_multicast(ip, src_qpn):
     """Sends, as user nobody with an ordinary UDP socket out of the roxe
     netdev (IP_MULTICAST_IF), a UD SEND to the multicast QP number at GROUP
-    with a right ICRC; the IP layer loops a copy back to the netdev.
+    from QP `src_qpn`, with a right ICRC; the IP layer loops a copy back to
+    the netdev.
     Returns the child's exit status."""
     sport = 0xc124
-    roce = bp.bth(UD_SEND_ONLY, MCAST_QPN) + bp.deth(QKEY, member_qpn) + b"forged!!"
+    roce = bp.bth(UD_SEND_ONLY, MCAST_QPN) + bp.deth(CM_QKEY, src_qpn) + b"forged!!"
     ip_hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(roce) + 4, 0, bp.IP_DF,
                          1, socket.IPPROTO_UDP, 0, socket.inet_aton(ip), socket.inet_aton(GROUP))
     udp = struct.pack("!HHHH", sport, bp.ROCE_PORT, 8 + len(roce) + 4, 0)
