@@ -768,8 +768,15 @@ def addresses(v, w, check):
     # (to a QP number nobody has, so no real ACK ever comes).
     qp = v.qp(LW, dgid=v.gid)
     buf = MR(v.pd, 64, LW)
+    sent = w.counters.read()
     qp.post_send(SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(buf.buf, 64, buf.lkey)]))
-    time.sleep(0.3)
+    # The SEND itself reaches the device (rx_drop_unknown_qp); wait for it
+    # (up to 5 s: under load its backlog delivery took over 0.3 s once), so
+    # that it does not count as the injected ACK's doing below.
+    end = time.monotonic() + 5.0
+    while time.monotonic() < end and counted(w, sent, "rx_drop_unknown_qp") < 1:
+        time.sleep(0.05)
+    time.sleep(0.1)
     before = w.counters.read()
     status = inject_via_lo(w.ip, qp.qp_num)
     time.sleep(0.5)
