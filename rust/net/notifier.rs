@@ -102,7 +102,11 @@ impl<T: Handler> Registration<T> {
         Ok(Self { inner })
     }
 
-    unsafe extern "C" fn call(nb: *mut bindings::notifier_block, event: c_ulong, ptr: *mut c_void) -> c_int {
+    unsafe extern "C" fn call(
+        nb: *mut bindings::notifier_block,
+        event: c_ulong,
+        ptr: *mut c_void,
+    ) -> c_int {
         // SAFETY: `nb` is the first field of a `#[repr(C)] Inner<T>` that is
         // alive while registered, and the chain only calls registered blocks.
         let inner = unsafe { &*nb.cast::<Inner<T>>() };

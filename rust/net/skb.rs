@@ -56,7 +56,13 @@ impl RxSkb {
         // SAFETY: The skb is owned (so no one else changes it), and the
         // out-pointers are valid.
         kernel::error::to_result(unsafe {
-            bindings::roxe_skb_linear_udp(self.raw.as_ptr(), &mut ip, &mut ip_len, &mut udp, &mut udp_len)
+            bindings::roxe_skb_linear_udp(
+                self.raw.as_ptr(),
+                &mut ip,
+                &mut ip_len,
+                &mut udp,
+                &mut udp_len,
+            )
         })?;
         if ip.is_null() || udp.is_null() {
             return Err(EINVAL);
@@ -135,25 +141,47 @@ impl Route {
         // SAFETY: The caller holds a reference on `dst`, so it is valid.
         let local = unsafe { bindings::roxe_dst_is_local(dst.as_ptr()) };
         // INVARIANT: the caller hands over its reference.
-        Self { dst, ipv6, local: local.then(|| ARef::from(dev)) }
+        Self {
+            dst,
+            ipv6,
+            local: local.then(|| ARef::from(dev)),
+        }
     }
 
     /// Looks up the IPv4 route out of `dev` from `src` to `dst`.
     pub(crate) fn ipv4(dev: &NetDevice, src: [u8; 4], dst: [u8; 4]) -> Result<Self> {
         // SAFETY: `dev` is valid; the helper returns a referenced route or NULL.
-        let d = unsafe { bindings::roxe_route4(dev.as_raw(), u32::from_ne_bytes(src), u32::from_ne_bytes(dst)) };
+        let d = unsafe {
+            bindings::roxe_route4(
+                dev.as_raw(),
+                u32::from_ne_bytes(src),
+                u32::from_ne_bytes(dst),
+            )
+        };
         // INVARIANT: a non-NULL result carries a reference.
-        Ok(Self::new(NonNull::new(d).ok_or_else(enetunreach)?, false, dev))
+        Ok(Self::new(
+            NonNull::new(d).ok_or_else(enetunreach)?,
+            false,
+            dev,
+        ))
     }
 
     /// Looks up the IPv6 route out of `dev` from `src` to `dst`.
     pub(crate) fn ipv6(dev: &NetDevice, src: [u8; 16], dst: [u8; 16]) -> Result<Self> {
-        let s = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: src } };
-        let t = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: dst } };
+        let s = bindings::in6_addr {
+            in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: src },
+        };
+        let t = bindings::in6_addr {
+            in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: dst },
+        };
         // SAFETY: All pointers are valid for the call.
         let d = unsafe { bindings::roxe_route6(dev.as_raw(), &s, &t) };
         // INVARIANT: a non-NULL result carries a reference.
-        Ok(Self::new(NonNull::new(d).ok_or_else(enetunreach)?, true, dev))
+        Ok(Self::new(
+            NonNull::new(d).ok_or_else(enetunreach)?,
+            true,
+            dev,
+        ))
     }
 
     /// Whether this route carries IPv6.
@@ -194,7 +222,9 @@ impl Route {
             // SAFETY: The skb is ours and filled with an IP packet to a local
             // address; the helper consumes it and takes its own reference on
             // the route. `dev` is held.
-            Some(dev) => unsafe { bindings::roxe_tx_loopback(skb, self.dst.as_ptr(), dev.as_raw()) },
+            Some(dev) => unsafe {
+                bindings::roxe_tx_loopback(skb, self.dst.as_ptr(), dev.as_raw())
+            },
             // SAFETY: The skb is ours and filled; the helper consumes it and
             // takes its own reference on the route.
             None => unsafe { bindings::roxe_tx_send(skb, self.dst.as_ptr(), self.ipv6) },
@@ -212,7 +242,11 @@ impl Clone for Route {
         // SAFETY: We hold a reference, so taking another is allowed.
         unsafe { bindings::roxe_dst_hold(self.dst.as_ptr()) };
         // INVARIANT: the reference was just taken.
-        Self { dst: self.dst, ipv6: self.ipv6, local: self.local.clone() }
+        Self {
+            dst: self.dst,
+            ipv6: self.ipv6,
+            local: self.local.clone(),
+        }
     }
 }
 

@@ -39,10 +39,15 @@ impl<H: Receive> TunnelSocket<H> {
         let mut sock: *mut bindings::socket = core::ptr::null_mut();
         // SAFETY: `encap_rcv` has the signature the UDP layer calls; `sock`
         // is a valid out-pointer.
-        to_result(unsafe { bindings::roxe_udp_tunnel_open(port, ipv6, Some(Self::encap_rcv), &mut sock) })?;
+        to_result(unsafe {
+            bindings::roxe_udp_tunnel_open(port, ipv6, Some(Self::encap_rcv), &mut sock)
+        })?;
         // INVARIANT: the call succeeded, so `sock` is an open tunnel socket.
         let sock = NonNull::new(sock).ok_or(kernel::error::code::EINVAL)?;
-        Ok(Self { sock, _h: PhantomData })
+        Ok(Self {
+            sock,
+            _h: PhantomData,
+        })
     }
 
     unsafe extern "C" fn encap_rcv(_sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {

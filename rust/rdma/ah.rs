@@ -135,13 +135,19 @@ impl<T: Driver> Ah<T> {
             let attr = unsafe { init.ah_attr.as_ref() }.ok_or(EINVAL)?;
             // SAFETY: As above; `sgid_attr` is NULL or held by the core.
             let attr = unsafe { AhAttr::from_raw(attr) };
-            let sleepable = init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
+            let sleepable =
+                init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
             // SAFETY: The core passes NULL or the call's valid udata.
             let udata = unsafe { UData::from_raw(udata) };
             // SAFETY: The core set `device` and `pd` (a live PD of the
             // device, which the AH holds a use count on) on the zeroed
             // allocation before the call.
-            let (dev, pd) = unsafe { (Device::<T>::from_raw((*ah).device), Pd::<T>::from_raw((*ah).pd)) };
+            let (dev, pd) = unsafe {
+                (
+                    Device::<T>::from_raw((*ah).device),
+                    Pd::<T>::from_raw((*ah).pd),
+                )
+            };
             let data = T::create_ah(dev, pd, &attr, sleepable, udata.as_ref())?;
             let this = ah.cast::<Self>();
             // SAFETY: The container has room for `data` (`size_ib_ah`).

@@ -101,23 +101,30 @@ pub(crate) struct PortImmutable {
 /// The port capability bit for connection management support.
 pub(crate) const PORT_CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
 /// The device reports port state changes (`IB_DEVICE_PORT_ACTIVE_EVENT`).
-pub(crate) const CAP_PORT_ACTIVE_EVENT: u64 = bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT as u64;
+pub(crate) const CAP_PORT_ACTIVE_EVENT: u64 =
+    bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT as u64;
 /// The device sets a system image GUID (`IB_DEVICE_SYS_IMAGE_GUID`).
-pub(crate) const CAP_SYS_IMAGE_GUID: u64 = bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64;
+pub(crate) const CAP_SYS_IMAGE_GUID: u64 =
+    bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64;
 /// `IB_DEVICE_ATOMIC_WRITE`: the RC Atomic Write operation.
-pub(crate) const CAP_ATOMIC_WRITE: u64 = bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
+pub(crate) const CAP_ATOMIC_WRITE: u64 =
+    bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE as u64;
 /// `IB_DEVICE_RC_RNR_NAK_GEN`: RNR NAKs when no receive is posted.
-pub(crate) const CAP_RC_RNR_NAK_GEN: u64 = bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64;
+pub(crate) const CAP_RC_RNR_NAK_GEN: u64 =
+    bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64;
 /// `IB_DEVICE_MEM_MGT_EXTENSIONS`: fast registration and local invalidate.
-pub(crate) const CAP_MEM_MGT_EXTENSIONS: u64 = bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+pub(crate) const CAP_MEM_MGT_EXTENSIONS: u64 =
+    bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
 /// `IB_DEVICE_MEM_WINDOW`: memory windows.
 pub(crate) const CAP_MEM_WINDOW: u64 = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW as u64;
 /// `IB_DEVICE_FLUSH_GLOBAL`: FLUSH to global visibility.
-pub(crate) const CAP_FLUSH_GLOBAL: u64 = bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64;
+pub(crate) const CAP_FLUSH_GLOBAL: u64 =
+    bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64;
 /// `IB_DEVICE_SRQ_RESIZE`: `modify_srq` with `IB_SRQ_MAX_WR`.
 pub(crate) const CAP_SRQ_RESIZE: u64 = bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64;
 /// `IB_DEVICE_MEM_WINDOW_TYPE_2B`: type 2B windows (bound to one QP).
-pub(crate) const CAP_MEM_WINDOW_TYPE_2B: u64 = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B as u64;
+pub(crate) const CAP_MEM_WINDOW_TYPE_2B: u64 =
+    bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B as u64;
 /// The size of a management datagram.
 pub(crate) const MGMT_MAD_SIZE: u32 = bindings::IB_MGMT_MAD_SIZE;
 
@@ -199,7 +206,11 @@ impl PortImmutable {
     pub(super) fn write_to(&self, out: &mut bindings::ib_port_immutable) {
         out.pkey_tbl_len = clamp_int(self.pkey_tbl_len);
         out.gid_tbl_len = clamp_int(self.gid_tbl_len);
-        out.core_cap_flags = if self.roce_v2 { bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP } else { 0 };
+        out.core_cap_flags = if self.roce_v2 {
+            bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP
+        } else {
+            0
+        };
         out.max_mad_size = self.max_mad_size;
     }
 }

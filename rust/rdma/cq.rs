@@ -8,8 +8,8 @@ use super::upcall::Upcalls;
 use crate::bindings;
 use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result};
-use kernel::init::PinInit;
 use kernel::ffi::c_int;
+use kernel::init::PinInit;
 use kernel::types::Opaque;
 
 /// Creation parameters (`struct ib_cq_init_attr`).
@@ -115,7 +115,11 @@ impl<T: Driver> Cq<T> {
             let udata = unsafe { UData::from_raw(bindings::roxe_attrs_udata(attrs)) };
             // SAFETY: The core passes valid attributes.
             let a = unsafe { &*attr };
-            let init = CqInit { cqe: a.cqe, comp_vector: a.comp_vector, flags: a.flags };
+            let init = CqInit {
+                cqe: a.cqe,
+                comp_vector: a.comp_vector,
+                flags: a.flags,
+            };
             // SAFETY: The core set `device` on the zeroed allocation.
             let dev = unsafe { Device::<T>::from_raw((*cq).device) };
             let (data, cqe) = T::create_cq(dev, &init, udata.as_ref())?;
@@ -133,7 +137,10 @@ impl<T: Driver> Cq<T> {
         })
     }
 
-    pub(super) unsafe extern "C" fn destroy_cb(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> c_int {
+    pub(super) unsafe extern "C" fn destroy_cb(
+        cq: *mut bindings::ib_cq,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
         let this = cq.cast::<Self>();
         // SAFETY: The core calls this once, for a CQ that `create_cb`
         // initialised and that no QP uses any more (it checks `usecnt`).
@@ -147,7 +154,11 @@ impl<T: Driver> Cq<T> {
         0
     }
 
-    pub(super) unsafe extern "C" fn resize_cb(cq: *mut bindings::ib_cq, cqe: c_int, udata: *mut bindings::ib_udata) -> c_int {
+    pub(super) unsafe extern "C" fn resize_cb(
+        cq: *mut bindings::ib_cq,
+        cqe: c_int,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
         from_result(|| {
             let cqe = u32::try_from(cqe).map_err(|_| EINVAL)?;
             // SAFETY: The core passes NULL or the call's valid udata.
@@ -160,14 +171,18 @@ impl<T: Driver> Cq<T> {
         })
     }
 
-    pub(super) unsafe extern "C" fn req_notify_cb(cq: *mut bindings::ib_cq, flags: bindings::ib_cq_notify_flags) -> c_int {
+    pub(super) unsafe extern "C" fn req_notify_cb(
+        cq: *mut bindings::ib_cq,
+        flags: bindings::ib_cq_notify_flags,
+    ) -> c_int {
         from_result(|| {
             let kind = match flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK {
                 bindings::ib_cq_notify_flags_IB_CQ_SOLICITED => Notify::Solicited,
                 bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP => Notify::NextCompletion,
                 _ => return Err(EINVAL),
             };
-            let report_missed = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0;
+            let report_missed =
+                flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0;
             // SAFETY: The CQ is initialised; the core holds it.
             let this = unsafe { &*cq.cast::<Self>() };
             let pending = T::req_notify_cq(this, kind)?;
@@ -175,7 +190,11 @@ impl<T: Driver> Cq<T> {
         })
     }
 
-    pub(super) unsafe extern "C" fn poll_cb(cq: *mut bindings::ib_cq, num: c_int, wc: *mut bindings::ib_wc) -> c_int {
+    pub(super) unsafe extern "C" fn poll_cb(
+        cq: *mut bindings::ib_cq,
+        num: c_int,
+        wc: *mut bindings::ib_wc,
+    ) -> c_int {
         // SAFETY: The CQ is initialised; the core holds it.
         let this = unsafe { &*cq.cast::<Self>() };
         let index = T::qp_index(this.device());

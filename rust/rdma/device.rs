@@ -102,7 +102,11 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<(Self::Mr, MrInfo)>;
 
     /// Registers user memory.
-    fn reg_user_mr(pd: &Pd<Self>, args: &UserMrArgs, udata: Option<&UData<'_>>) -> Result<(Self::Mr, MrInfo)>;
+    fn reg_user_mr(
+        pd: &Pd<Self>,
+        args: &UserMrArgs,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(Self::Mr, MrInfo)>;
 
     /// Re-registers an MR. `Ok(None)` means changed in place; `Ok(Some)`
     /// is a replacement MR (the core then deregisters the old one).
@@ -215,7 +219,12 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     ) -> Result<(impl PinInit<Self::Srq, Error>, SrqAttr)>;
 
     /// Resizes the SRQ or arms its limit.
-    fn modify_srq(srq: &Srq<Self>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result;
+    fn modify_srq(
+        srq: &Srq<Self>,
+        attr: &SrqAttr,
+        what: SrqModify,
+        udata: Option<&UData<'_>>,
+    ) -> Result;
 
     /// Reports the SRQ's sizes and limit.
     fn query_srq(srq: &Srq<Self>) -> Result<SrqAttr>;
@@ -230,7 +239,12 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     type Mw: Send + Sync;
 
     /// Allocates a memory window; returns its state and rkey.
-    fn alloc_mw(dev: &Device<Self>, pd: &Pd<Self>, mw_type: MwType, udata: Option<&UData<'_>>) -> Result<(Self::Mw, u32)>;
+    fn alloc_mw(
+        dev: &Device<Self>,
+        pd: &Pd<Self>,
+        mw_type: MwType,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(Self::Mw, u32)>;
 
     /// Frees a memory window.
     fn dealloc_mw(dev: &Device<Self>, mw: Self::Mw);
@@ -379,7 +393,10 @@ impl<T: Driver> Device<T> {
         unsafe { bindings::ib_unregister_device_queued(self.as_raw()) };
     }
 
-    unsafe extern "C" fn alloc_hw_port_stats_cb(ib: *mut bindings::ib_device, _port: u32) -> *mut bindings::rdma_hw_stats {
+    unsafe extern "C" fn alloc_hw_port_stats_cb(
+        ib: *mut bindings::ib_device,
+        _port: u32,
+    ) -> *mut bindings::rdma_hw_stats {
         // SAFETY: The core calls this for a device of ours.
         let this = unsafe { Self::from_raw(ib) };
         // CAST: at most MAX_HW_COUNTERS.
@@ -500,7 +517,10 @@ impl<T: Driver> Device<T> {
         })
     }
 
-    unsafe extern "C" fn get_link_layer_cb(_ib: *mut bindings::ib_device, _port: u32) -> bindings::rdma_link_layer {
+    unsafe extern "C" fn get_link_layer_cb(
+        _ib: *mut bindings::ib_device,
+        _port: u32,
+    ) -> bindings::rdma_link_layer {
         // Every port of a RoCE device is an Ethernet port.
         bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
     }
@@ -521,7 +541,10 @@ impl<T: Driver> Device<T> {
         })
     }
 
-    unsafe extern "C" fn alloc_ucontext_cb(_uctx: *mut bindings::ib_ucontext, udata: *mut bindings::ib_udata) -> c_int {
+    unsafe extern "C" fn alloc_ucontext_cb(
+        _uctx: *mut bindings::ib_ucontext,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
         // The ucontext carries no driver state yet, and there is no
         // driver-specific request or response to exchange.
         // SAFETY: The core passes a NULL or valid `udata`.
@@ -551,14 +574,19 @@ impl<T: Driver> Device<T> {
         // a registered `ib_device` of `T`; sysfs removes the files before
         // the device is unregistered and its data dropped.
         let this = unsafe { Self::from_raw(bindings::roxe_ib_device_from_dev(dev)) };
-        let base = this.sysfs.attrs.as_ptr().cast::<bindings::device_attribute>();
+        let base = this
+            .sysfs
+            .attrs
+            .as_ptr()
+            .cast::<bindings::device_attribute>();
         // SAFETY: `attr` is one element of `this.sysfs.attrs`.
         let index = unsafe { attr.cast_const().offset_from(base) };
         let Ok(index) = usize::try_from(index) else {
             return EINVAL.to_errno() as isize;
         };
         // SAFETY: sysfs hands `show` a zeroed buffer of one page.
-        let page = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), kernel::page::PAGE_SIZE) };
+        let page =
+            unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), kernel::page::PAGE_SIZE) };
         let mut out = Buffer::new(page);
         match T::show_attr(this, index, &mut out) {
             // CAST: the length is below PAGE_SIZE.
@@ -597,7 +625,8 @@ impl ParentDevice {
     /// rather than after the RDMA device, whose name the core only checks
     /// for clashes later, at registration.
     pub(crate) fn new(module: &'static ThisModule, ndev: &NetDevice) -> Result<Self> {
-        let dev_name = kernel::str::CString::try_from_fmt(kernel::fmt!("roxe-if{}", ndev.ifindex()))?;
+        let dev_name =
+            kernel::str::CString::try_from_fmt(kernel::fmt!("roxe-if{}", ndev.ifindex()))?;
         let link = kernel::str::CString::try_from_fmt(kernel::fmt!("{}", ndev.name()))?;
         // SAFETY: The name is a valid C string, copied by the call; the
         // module outlives the device (it is unregistered before unload).
@@ -606,7 +635,12 @@ impl ParentDevice {
         })?;
         let dev = NonNull::new(dev).ok_or(ENOMEM)?;
         // SAFETY: `dev` is live; the name is a static C string.
-        let net = unsafe { bindings::kobject_create_and_add(kernel::c_str!("net").as_char_ptr(), &raw mut (*dev.as_ptr()).kobj) };
+        let net = unsafe {
+            bindings::kobject_create_and_add(
+                kernel::c_str!("net").as_char_ptr(),
+                &raw mut (*dev.as_ptr()).kobj,
+            )
+        };
         let Some(net) = NonNull::new(net) else {
             // SAFETY: Registered above, not used elsewhere.
             unsafe { bindings::root_device_unregister(dev.as_ptr()) };
@@ -614,7 +648,11 @@ impl ParentDevice {
         };
         // SAFETY: Both kobjects are live; the name is copied.
         let ret = unsafe {
-            bindings::sysfs_create_link(net.as_ptr(), &raw mut (*ndev.as_raw()).dev.kobj, link.as_char_ptr())
+            bindings::sysfs_create_link(
+                net.as_ptr(),
+                &raw mut (*ndev.as_raw()).dev.kobj,
+                link.as_char_ptr(),
+            )
         };
         if ret != 0 {
             // SAFETY: Created above, not used elsewhere.
@@ -767,11 +805,15 @@ impl<T: Driver> NewDevice<T> {
             // The core disables these two write commands unless the driver
             // asks for them: POST_SEND is the user SQ doorbell, and
             // REQ_NOTIFY_CQ arms a CQ for `ibv_req_notify_cq`.
-            (*ib).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+            (*ib).uverbs_cmd_mask |= (1u64
+                << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
                 | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
         }
         // INVARIANT: allocated, ops set, data initialised, not registered.
-        Ok(Self { ptr: raw, _p: PhantomData })
+        Ok(Self {
+            ptr: raw,
+            _p: PhantomData,
+        })
     }
 
     /// # Safety
@@ -781,7 +823,11 @@ impl<T: Driver> NewDevice<T> {
         // SAFETY: Per the function's contract we may write the group.
         unsafe {
             let s = addr_of_mut!((*this).sysfs);
-            let attrs = (*s).attrs.as_ptr().cast_mut().cast::<bindings::device_attribute>();
+            let attrs = (*s)
+                .attrs
+                .as_ptr()
+                .cast_mut()
+                .cast::<bindings::device_attribute>();
             let ptrs = (*s).ptrs.get().cast::<*mut bindings::attribute>();
             for (i, name) in T::ATTRS.iter().enumerate() {
                 let a = attrs.add(i);
@@ -812,7 +858,12 @@ impl<T: Driver> NewDevice<T> {
         // SAFETY: The device is unregistered and ours; `dev` is the union's
         // active member, and `dev.parent` is read by `ib_register_device`,
         // which takes its own reference.
-        unsafe { (*self.ptr.as_ptr().cast::<bindings::ib_device>()).__bindgen_anon_1.dev.parent = p.dev.as_ptr() };
+        unsafe {
+            (*self.ptr.as_ptr().cast::<bindings::ib_device>())
+                .__bindgen_anon_1
+                .dev
+                .parent = p.dev.as_ptr()
+        };
     }
 
     /// Binds `ndev` to `port`; the RDMA core then manages the port's RoCE
@@ -833,12 +884,19 @@ impl<T: Driver> NewDevice<T> {
         // SAFETY: The device is fully set up. `NULL` as DMA device selects
         // the core's virtual DMA ops, as for every software RDMA device.
         let ret = unsafe {
-            bindings::ib_register_device(ptr.as_ptr().cast(), name.as_char_ptr(), core::ptr::null_mut())
+            bindings::ib_register_device(
+                ptr.as_ptr().cast(),
+                name.as_char_ptr(),
+                core::ptr::null_mut(),
+            )
         };
         if ret != 0 {
             // On failure the core hands ownership back to us (it
             // suppresses `dealloc_driver` on this path).
-            drop(NewDevice::<T> { ptr, _p: PhantomData });
+            drop(NewDevice::<T> {
+                ptr,
+                _p: PhantomData,
+            });
             return Err(Error::from_errno(ret));
         }
         Ok(())

@@ -56,7 +56,10 @@ impl<T: LinkOps> Registration<T> {
         // unregisters it; `type_` points to a `'static` string.
         unsafe { bindings::rdma_link_register(ops.get()) };
         // INVARIANT: registered above.
-        Ok(Self { ops, _p: PhantomData })
+        Ok(Self {
+            ops,
+            _p: PhantomData,
+        })
     }
 
     unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut bindings::net_device) -> c_int {

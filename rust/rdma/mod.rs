@@ -9,9 +9,9 @@
 pub(crate) mod ah;
 pub(crate) mod attr;
 pub(crate) mod cq;
+pub(crate) mod device;
 pub(crate) mod errno;
 pub(crate) mod fault;
-pub(crate) mod device;
 pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod mw;

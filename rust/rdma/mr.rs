@@ -3,11 +3,11 @@
 //! Memory regions (`struct ib_mr`). Unlike PDs and CQs, MRs are allocated
 //! by the driver: here as a `KBox<Mr<T>>` whose first field is the C struct.
 
-use core::mem::MaybeUninit;
 use super::device::{Device, Driver};
 use super::pd::Pd;
 use super::udata::UData;
 use crate::bindings;
+use core::mem::MaybeUninit;
 use kernel::alloc::{flags::GFP_KERNEL, KBox};
 use kernel::error::{Error, Result};
 use kernel::ffi::c_int;
@@ -89,7 +89,10 @@ impl<T: Driver> Mr<T> {
     /// Fills `slot` with the driver's MR and the keys and extent the core
     /// reads; cannot fail.
     fn place(slot: KBox<MaybeUninit<Self>>, data: T::Mr, info: MrInfo) -> *mut bindings::ib_mr {
-        let raw = KBox::into_raw(slot.write(Mr::<T> { ib: Opaque::uninit(), data }));
+        let raw = KBox::into_raw(slot.write(Mr::<T> {
+            ib: Opaque::uninit(),
+            data,
+        }));
         // SAFETY: `raw` is a fresh allocation; the core fills `device`,
         // `pd`, `type` and the rest after we return, but expects zeroed
         // memory with the keys and extent set.
@@ -105,7 +108,10 @@ impl<T: Driver> Mr<T> {
         raw.cast()
     }
 
-    pub(super) unsafe extern "C" fn get_dma_cb(pd: *mut bindings::ib_pd, access: c_int) -> *mut bindings::ib_mr {
+    pub(super) unsafe extern "C" fn get_dma_cb(
+        pd: *mut bindings::ib_pd,
+        access: c_int,
+    ) -> *mut bindings::ib_mr {
         // SAFETY: The core passes a live PD of this device.
         let pd = unsafe { Pd::<T>::from_raw(pd) };
         match Self::publish(|| T::get_dma_mr(pd, access as u32)) {
@@ -126,7 +132,12 @@ impl<T: Driver> Mr<T> {
         let pd = unsafe { Pd::<T>::from_raw(pd) };
         // SAFETY: The core passes NULL or the call's valid udata.
         let udata = unsafe { UData::from_raw(udata) };
-        let args = UserMrArgs { start, length, iova, access: access as u32 };
+        let args = UserMrArgs {
+            start,
+            length,
+            iova,
+            access: access as u32,
+        };
         match Self::publish(|| T::reg_user_mr(pd, &args, udata.as_ref())) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
@@ -160,7 +171,12 @@ impl<T: Driver> Mr<T> {
         let pd = unsafe { Pd::<T>::from_raw(pd) };
         // SAFETY: NULL or the call's valid udata.
         let udata = unsafe { UData::from_raw(udata) };
-        let args = UserMrArgs { start, length, iova, access: access as u32 };
+        let args = UserMrArgs {
+            start,
+            length,
+            iova,
+            access: access as u32,
+        };
         // A new translation makes a new MR: its memory is taken first (as
         // in `publish`), and goes unused when the change is in place.
         let slot = match KBox::<Self>::new_uninit(GFP_KERNEL) {
@@ -214,13 +230,18 @@ impl<T: Driver> Mr<T> {
         }
         // SAFETY: The core's arguments are passed on unchanged; the
         // callback only touches the driver's page list.
-        let n = unsafe { bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(Self::set_page_cb)) };
+        let n = unsafe {
+            bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(Self::set_page_cb))
+        };
         // SAFETY: `ib_sg_to_pages` set `iova` to the first mapped byte.
         T::map_mr_end(this, unsafe { (*mr).iova });
         n
     }
 
-    pub(super) unsafe extern "C" fn dereg_cb(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> c_int {
+    pub(super) unsafe extern "C" fn dereg_cb(
+        mr: *mut bindings::ib_mr,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
         let this = mr.cast::<Self>();
         // SAFETY: `mr` came from `publish` and is live until dereg
         // succeeds; the core does not call it again after success. (The
@@ -234,7 +255,6 @@ impl<T: Driver> Mr<T> {
         0
     }
 }
-
 
 /// Memory of kernel consumers, named by kernel virtual address: what DMA
 /// MRs (`get_dma_mr`) reach. roxe registers no DMA device, so the core

@@ -38,7 +38,10 @@ impl<T: Driver> Mw<T> {
         &self.data
     }
 
-    pub(super) unsafe extern "C" fn alloc_cb(mw: *mut bindings::ib_mw, udata: *mut bindings::ib_udata) -> c_int {
+    pub(super) unsafe extern "C" fn alloc_cb(
+        mw: *mut bindings::ib_mw,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
         from_result(|| {
             let (t, dev, pd) =
                 // SAFETY: The core set `type`, `device` and `pd` (a live PD

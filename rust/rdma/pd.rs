@@ -51,7 +51,10 @@ impl<T: Driver> Pd<T> {
         unsafe { &*pd.cast::<Self>() }
     }
 
-    pub(super) unsafe extern "C" fn alloc_cb(pd: *mut bindings::ib_pd, udata: *mut bindings::ib_udata) -> c_int {
+    pub(super) unsafe extern "C" fn alloc_cb(
+        pd: *mut bindings::ib_pd,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
         from_result(|| {
             // SAFETY: The core passes NULL or the call's valid udata.
             let udata = unsafe { UData::from_raw(udata) };
@@ -66,7 +69,10 @@ impl<T: Driver> Pd<T> {
         })
     }
 
-    pub(super) unsafe extern "C" fn dealloc_cb(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> c_int {
+    pub(super) unsafe extern "C" fn dealloc_cb(
+        pd: *mut bindings::ib_pd,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
         let this = pd.cast::<Self>();
         // SAFETY: The core calls this once for a PD that `alloc_cb`
         // initialised, after every object using it is gone.

@@ -8,13 +8,13 @@ use super::device::{Device, Driver};
 use super::udata::UData;
 use crate::bindings;
 use crate::proto::qp::State;
-use core::ptr::addr_of_mut;
 use core::marker::PhantomData;
+use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result, Result};
 use kernel::ffi::c_int;
 use kernel::init::PinInit;
-use kernel::types::Opaque;
 use kernel::prelude::pin_data;
+use kernel::types::Opaque;
 
 /// The QP transport types roxe knows (`enum ib_qp_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +170,11 @@ impl QpAttr {
             retry_cnt: a.retry_cnt,
             rnr_retry: a.rnr_retry,
             // SAFETY: Per the function's contract.
-            av: if with_av { Some(unsafe { AhAttr::from_raw(&a.ah_attr) }) } else { None },
+            av: if with_av {
+                Some(unsafe { AhAttr::from_raw(&a.ah_attr) })
+            } else {
+                None
+            },
             cap: QpCap::from_raw(&a.cap),
         })
     }
@@ -233,11 +237,12 @@ impl<T: Driver> NewQp<'_, T> {
         unsafe { !(*self.ib.get()).uobject.is_null() }
     }
 
-
     /// Whether the QP has a send CQ and, unless it uses an SRQ, a receive CQ.
     pub(crate) fn has_cqs(&self, has_srq: bool) -> bool {
         // SAFETY: Set by the core before the driver is called.
-        unsafe { !(*self.ib.get()).send_cq.is_null() && (has_srq || !(*self.ib.get()).recv_cq.is_null()) }
+        unsafe {
+            !(*self.ib.get()).send_cq.is_null() && (has_srq || !(*self.ib.get()).recv_cq.is_null())
+        }
     }
 }
 
@@ -287,13 +292,23 @@ impl<T: Driver> Qp<T> {
     pub(crate) fn send_cq(&self) -> Option<&Cq<T>> {
         // SAFETY: By the type invariant the CQ outlives the QP and is a CQ
         // of this device.
-        unsafe { (*self.ib.get()).send_cq.as_ref().map(|c| &*(c as *const bindings::ib_cq).cast::<Cq<T>>()) }
+        unsafe {
+            (*self.ib.get())
+                .send_cq
+                .as_ref()
+                .map(|c| &*(c as *const bindings::ib_cq).cast::<Cq<T>>())
+        }
     }
 
     /// The receive CQ.
     pub(crate) fn recv_cq(&self) -> Option<&Cq<T>> {
         // SAFETY: As for `send_cq`.
-        unsafe { (*self.ib.get()).recv_cq.as_ref().map(|c| &*(c as *const bindings::ib_cq).cast::<Cq<T>>()) }
+        unsafe {
+            (*self.ib.get())
+                .recv_cq
+                .as_ref()
+                .map(|c| &*(c as *const bindings::ib_cq).cast::<Cq<T>>())
+        }
     }
 
     /// Whether the QP belongs to a user process.
@@ -313,7 +328,6 @@ impl<T: Driver> Qp<T> {
     pub(super) fn as_raw(&self) -> *mut bindings::ib_qp {
         self.ib.get()
     }
-
 
     /// The id of the QP's PD (see [`Pd::id`]).
     ///
@@ -426,7 +440,10 @@ impl<T: Driver> Qp<T> {
             let udata = unsafe { UData::from_raw(udata) };
             let this = qp.cast::<Self>();
             // SAFETY: The core filled the C part; `NewQp` exposes only that.
-            let new = NewQp::<T> { ib: unsafe { &*qp.cast::<Opaque<bindings::ib_qp>>() }, _p: PhantomData };
+            let new = NewQp::<T> {
+                ib: unsafe { &*qp.cast::<Opaque<bindings::ib_qp>>() },
+                _p: PhantomData,
+            };
             let (data, cap, qpn) = T::create_qp(&new, &qinit, udata.as_ref())?;
             // SAFETY: Room for `data` (`size_ib_qp`); pinned by the core.
             // The initialiser cannot fail (`Infallible`): what `create_qp`
@@ -436,7 +453,12 @@ impl<T: Driver> Qp<T> {
             }
             // SAFETY: The timer field is ours and not in use; nothing can
             // arm it before the QP is published below.
-            unsafe { bindings::roxe_timer_setup(Opaque::raw_get(addr_of_mut!((*this).timer)), Some(Self::timer_cb)) };
+            unsafe {
+                bindings::roxe_timer_setup(
+                    Opaque::raw_get(addr_of_mut!((*this).timer)),
+                    Some(Self::timer_cb),
+                )
+            };
             // SAFETY: The field is ours, pinned with the QP, and unused until
             // the QP is published below; every path that frees the QP after
             // this (`destroy_cb`, the failed insert) cancels the work first.
@@ -502,7 +524,10 @@ impl<T: Driver> Qp<T> {
         })
     }
 
-    pub(super) unsafe extern "C" fn destroy_cb(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> c_int {
+    pub(super) unsafe extern "C" fn destroy_cb(
+        qp: *mut bindings::ib_qp,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
         let this = qp.cast::<Self>();
         // SAFETY: Called once, for an initialised QP. Once it is out of the
         // index (which waits for any lookup in progress), nothing else uses it.
@@ -618,7 +643,10 @@ pub(super) unsafe fn post_recv_chain(
 /// # Safety
 ///
 /// `list` must point to `n` valid `ib_sge`s when `n > 0`.
-unsafe fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<(usize, [crate::uapi::Sge; MAX_SGE])> {
+unsafe fn sges(
+    list: *const bindings::ib_sge,
+    n: c_int,
+) -> Result<(usize, [crate::uapi::Sge; MAX_SGE])> {
     let n = usize::try_from(n).map_err(|_| EINVAL)?;
     if n > MAX_SGE {
         return Err(EINVAL);
@@ -627,7 +655,11 @@ unsafe fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<(usize, [crate
     for (i, o) in out.iter_mut().enumerate().take(n) {
         // SAFETY: `i < n`, within the caller's list.
         let s = unsafe { &*list.add(i) };
-        *o = crate::uapi::Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+        *o = crate::uapi::Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        };
     }
     Ok((n, out))
 }
@@ -700,7 +732,8 @@ impl<T: Driver> SendWr<'_, T> {
                 out.remote_addr = r.remote_addr;
                 out.rkey = r.rkey;
             }
-            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP
+            | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
                 // SAFETY: Atomic opcodes come in an `ib_atomic_wr`.
                 let a = unsafe { &*wr.cast::<bindings::ib_atomic_wr>() };
                 out.remote_addr = a.remote_addr;
@@ -793,7 +826,8 @@ impl<T: Driver> QpIndex<T> {
     /// The `ib_qp` numbered `qpn`, for a completion that names it. Only the
     /// pointer is returned: the consumer that polls owns the QP.
     pub(super) fn raw(&self, qpn: u32) -> *mut bindings::ib_qp {
-        self.with(qpn, |q| q.as_raw()).unwrap_or(core::ptr::null_mut())
+        self.with(qpn, |q| q.as_raw())
+            .unwrap_or(core::ptr::null_mut())
     }
 
     /// Runs `f` on the QP numbered `qpn`. The index's lock is held meanwhile,

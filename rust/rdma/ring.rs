@@ -105,16 +105,33 @@ impl<S: Plain> Ring<S> {
         let mem = VmallocUser::new(size)?;
         let base = mem.ptr;
         // INVARIANT: `mem` is `size` bytes and owned by `owner`.
-        Ok(Self { owner: Owner::Kernel(mem), base, size, slot_size, geometry, _p: PhantomData })
+        Ok(Self {
+            owner: Owner::Kernel(mem),
+            base,
+            size,
+            slot_size,
+            geometry,
+            _p: PhantomData,
+        })
     }
 
     /// A ring that the process behind `udata` may map.
-    pub(crate) fn new_user(udata: &UData<'_>, geometry: Geometry, slot_size: usize) -> Result<Self> {
+    pub(crate) fn new_user(
+        udata: &UData<'_>,
+        geometry: Geometry,
+        slot_size: usize,
+    ) -> Result<Self> {
         let ctx = udata.ucontext_raw().ok_or(EINVAL)?;
         let size = Self::bytes(geometry, slot_size)?;
         let mem = VmallocUser::new(size)?;
         let base = mem.ptr;
-        let entry = KBox::new(MmapEntry { entry: Opaque::uninit(), mem }, GFP_KERNEL)?;
+        let entry = KBox::new(
+            MmapEntry {
+                entry: Opaque::uninit(),
+                mem,
+            },
+            GFP_KERNEL,
+        )?;
         let entry = KBox::into_raw(entry);
         // SAFETY: `entry` is a fresh allocation; the core requires the mmap
         // entry to start zeroed before insertion.
@@ -130,7 +147,14 @@ impl<S: Plain> Ring<S> {
         // SAFETY: `entry` is non-null (from `KBox::into_raw`).
         let entry = unsafe { NonNull::new_unchecked(entry) };
         // INVARIANT: the inserted entry owns `mem` until we remove it.
-        Ok(Self { owner: Owner::User(entry), base, size, slot_size, geometry, _p: PhantomData })
+        Ok(Self {
+            owner: Owner::User(entry),
+            base,
+            size,
+            slot_size,
+            geometry,
+            _p: PhantomData,
+        })
     }
 
     /// The offset and length user space passes to `mmap`, for a user ring.
@@ -165,22 +189,26 @@ impl<S: Plain> Ring<S> {
 
     /// The producer index (acquire).
     pub(crate) fn producer(&self) -> u32 {
-        self.index(offset_of!(RingHeader, producer)).load(Ordering::Acquire)
+        self.index(offset_of!(RingHeader, producer))
+            .load(Ordering::Acquire)
     }
 
     /// Publishes the producer index (release).
     pub(crate) fn set_producer(&self, v: u32) {
-        self.index(offset_of!(RingHeader, producer)).store(v, Ordering::Release)
+        self.index(offset_of!(RingHeader, producer))
+            .store(v, Ordering::Release)
     }
 
     /// The consumer index (acquire).
     pub(crate) fn consumer(&self) -> u32 {
-        self.index(offset_of!(RingHeader, consumer)).load(Ordering::Acquire)
+        self.index(offset_of!(RingHeader, consumer))
+            .load(Ordering::Acquire)
     }
 
     /// Publishes the consumer index (release).
     pub(crate) fn set_consumer(&self, v: u32) {
-        self.index(offset_of!(RingHeader, consumer)).store(v, Ordering::Release)
+        self.index(offset_of!(RingHeader, consumer))
+            .store(v, Ordering::Release)
     }
 
     fn slot_ptr(&self, index: u32) -> *mut u8 {
@@ -215,7 +243,13 @@ impl<S: Plain> Ring<S> {
         }
         // SAFETY: In bounds of the slot (checked above); bytes need no
         // alignment, and the source is only read through a raw pointer.
-        unsafe { core::ptr::copy_nonoverlapping(self.slot_ptr(index).add(offset), dst.as_mut_ptr(), dst.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.slot_ptr(index).add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
         Some(())
     }
 
@@ -227,7 +261,12 @@ impl<S: Plain> Ring<S> {
             return None;
         }
         // SAFETY: In bounds of the slot and aligned, as in `read_at`.
-        unsafe { self.slot_ptr(index).add(offset).cast::<U>().write_volatile(value) };
+        unsafe {
+            self.slot_ptr(index)
+                .add(offset)
+                .cast::<U>()
+                .write_volatile(value)
+        };
         Some(())
     }
 
@@ -240,7 +279,13 @@ impl<S: Plain> Ring<S> {
         }
         // SAFETY: In bounds of the slot (checked above); bytes need no
         // alignment.
-        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.slot_ptr(index).add(offset), src.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                src.as_ptr(),
+                self.slot_ptr(index).add(offset),
+                src.len(),
+            )
+        };
         Some(())
     }
 
@@ -253,7 +298,13 @@ impl<S: Plain> Ring<S> {
         }
         // SAFETY: Both slots are in bounds and `slot_size` bytes long; two
         // distinct rings never share memory.
-        unsafe { core::ptr::copy_nonoverlapping(src.slot_ptr(src_index), self.slot_ptr(index), self.slot_size) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                src.slot_ptr(src_index),
+                self.slot_ptr(index),
+                self.slot_size,
+            )
+        };
         Some(())
     }
 

@@ -23,7 +23,11 @@ pub(crate) struct SrqAttr {
 
 impl SrqAttr {
     fn from_raw(a: &bindings::ib_srq_attr) -> Self {
-        Self { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit }
+        Self {
+            max_wr: a.max_wr,
+            max_sge: a.max_sge,
+            srq_limit: a.srq_limit,
+        }
     }
 
     fn write_to(&self, a: &mut bindings::ib_srq_attr) {
@@ -138,7 +142,8 @@ impl<T: Driver> Srq<T> {
         udata: *mut bindings::ib_udata,
     ) -> c_int {
         from_result(|| {
-            let known = bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR | bindings::ib_srq_attr_mask_IB_SRQ_LIMIT;
+            let known =
+                bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR | bindings::ib_srq_attr_mask_IB_SRQ_LIMIT;
             if mask & !known != 0 {
                 return Err(EINVAL);
             }
@@ -157,7 +162,10 @@ impl<T: Driver> Srq<T> {
         })
     }
 
-    pub(super) unsafe extern "C" fn query_cb(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> c_int {
+    pub(super) unsafe extern "C" fn query_cb(
+        srq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+    ) -> c_int {
         from_result(|| {
             // SAFETY: Initialised; the core holds the SRQ.
             let this = unsafe { &*srq.cast::<Self>() };
@@ -176,10 +184,15 @@ impl<T: Driver> Srq<T> {
         // SAFETY: Initialised; the core holds the SRQ.
         let this = unsafe { &*srq.cast::<Self>() };
         // SAFETY: The core passes a kernel consumer's chain and out-pointer.
-        unsafe { super::qp::post_recv_chain(wr, bad, |wr_id, sges| T::post_srq_recv(this, wr_id, sges)) }
+        unsafe {
+            super::qp::post_recv_chain(wr, bad, |wr_id, sges| T::post_srq_recv(this, wr_id, sges))
+        }
     }
 
-    pub(super) unsafe extern "C" fn destroy_cb(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> c_int {
+    pub(super) unsafe extern "C" fn destroy_cb(
+        srq: *mut bindings::ib_srq,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
         let this = srq.cast::<Self>();
         // SAFETY: Called once for an initialised SRQ that no QP uses (the
         // core checks its use count).

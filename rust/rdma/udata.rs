@@ -116,7 +116,8 @@ impl<'a> UData<'a> {
         let mut v = T::default();
         // SAFETY: `inbuf` is a user address with `inlen >= len` bytes; `v`
         // is `len` writable bytes and, being `Plain`, accepts any bits.
-        let left = unsafe { bindings::roxe_copy_from_user((&raw mut v).cast(), self.raw.inbuf, len as _) };
+        let left =
+            unsafe { bindings::roxe_copy_from_user((&raw mut v).cast(), self.raw.inbuf, len as _) };
         if left != 0 {
             return Err(EFAULT);
         }
@@ -133,7 +134,8 @@ impl<'a> UData<'a> {
         let to = addr as usize as *mut kernel::ffi::c_void;
         // SAFETY: `copy_to_user` validates the destination range itself;
         // `v` is readable and, being `Plain`, has no padding to leak.
-        let left = unsafe { bindings::roxe_copy_to_user(to, (v as *const T).cast(), size_of::<T>() as _) };
+        let left =
+            unsafe { bindings::roxe_copy_to_user(to, (v as *const T).cast(), size_of::<T>() as _) };
         if left != 0 {
             return Err(EFAULT);
         }

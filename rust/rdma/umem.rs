@@ -39,7 +39,12 @@ unsafe impl Sync for Umem {}
 impl Umem {
     /// Pins `len` bytes at user address `addr` of the calling process with
     /// `IB_ACCESS_*` rights `access` (writable pages for any write right).
-    pub(crate) fn get<T: Driver>(dev: &Device<T>, addr: u64, len: u64, access: u32) -> Result<Self> {
+    pub(crate) fn get<T: Driver>(
+        dev: &Device<T>,
+        addr: u64,
+        len: u64,
+        access: u32,
+    ) -> Result<Self> {
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
         let addr = kernel::ffi::c_ulong::try_from(addr).map_err(|_| EINVAL)?;
         // SAFETY: The device is valid; `ib_umem_get` validates the range
@@ -86,7 +91,10 @@ impl Umem {
         let mut out = KVec::with_capacity(v.len(), GFP_KERNEL_ACCOUNT)?;
         for p in v.iter() {
             // INVARIANT: pinned by this umem.
-            out.push(PinnedPage(NonNull::new(*p).ok_or(EFAULT)?), GFP_KERNEL_ACCOUNT)?;
+            out.push(
+                PinnedPage(NonNull::new(*p).ok_or(EFAULT)?),
+                GFP_KERNEL_ACCOUNT,
+            )?;
         }
         Ok(out)
     }
@@ -126,7 +134,12 @@ impl PinnedRange {
             return Err(EFAULT);
         }
         // INVARIANT: checked just above.
-        Ok(Self { umem, pages, offset, len })
+        Ok(Self {
+            umem,
+            pages,
+            offset,
+            len,
+        })
     }
 
     /// Length in bytes.
@@ -141,7 +154,12 @@ impl PinnedRange {
 
     /// Calls `f(page, offset in page, bytes)` for each page piece of
     /// `off..off + n`, after checking the range is inside the registration.
-    fn pieces(&self, off: usize, n: usize, mut f: impl FnMut(PinnedPage, usize, usize, usize)) -> Result {
+    fn pieces(
+        &self,
+        off: usize,
+        n: usize,
+        mut f: impl FnMut(PinnedPage, usize, usize, usize),
+    ) -> Result {
         let end = off.checked_add(n).ok_or(EFAULT)?;
         if end > self.len {
             return Err(EFAULT);

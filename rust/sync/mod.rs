@@ -38,7 +38,11 @@ unsafe impl kernel::sync::lock::Backend for SpinLockIrqBackend {
     type State = kernel::bindings::spinlock_t;
     type GuardState = kernel::ffi::c_ulong;
 
-    unsafe fn init(ptr: *mut Self::State, name: *const kernel::ffi::c_char, key: *mut kernel::bindings::lock_class_key) {
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
         // SAFETY: The caller guarantees `ptr` is valid for writes and that
         // `name` and `key` live forever.
         unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }
@@ -79,7 +83,11 @@ unsafe impl kernel::sync::lock::Backend for SpinLockBhBackend {
     type State = kernel::bindings::spinlock_t;
     type GuardState = ();
 
-    unsafe fn init(ptr: *mut Self::State, name: *const kernel::ffi::c_char, key: *mut kernel::bindings::lock_class_key) {
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
         // SAFETY: The caller guarantees `ptr` is valid for writes and that
         // `name` and `key` live forever.
         unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }

@@ -5,7 +5,10 @@
 //! provider are built from, and it can still write any bytes it likes.
 
 use core::mem::{offset_of, size_of};
-use roxe_uapi::{CreateCqResp, CreateQpResp, CreateSrqResp, Cqe, ModifySrqCmd, RecvWqe, RingHeader, RingInfo, SendWqe, Sge};
+use roxe_uapi::{
+    Cqe, CreateCqResp, CreateQpResp, CreateSrqResp, ModifySrqCmd, RecvWqe, RingHeader, RingInfo,
+    SendWqe, Sge,
+};
 
 fn get<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
     b[off..off + N].try_into().expect("field inside its struct")
@@ -68,7 +71,11 @@ pub fn create_srq_resp(b: &[u8]) -> CreateSrqResp {
 /// The bytes of `MODIFY_SRQ`'s driver input.
 pub fn modify_srq_cmd(c: &ModifySrqCmd) -> Vec<u8> {
     let mut b = vec![0u8; size_of::<ModifySrqCmd>()];
-    put(&mut b, offset_of!(ModifySrqCmd, ring_info_addr), &c.ring_info_addr.to_ne_bytes());
+    put(
+        &mut b,
+        offset_of!(ModifySrqCmd, ring_info_addr),
+        &c.ring_info_addr.to_ne_bytes(),
+    );
     b
 }
 
@@ -99,18 +106,54 @@ pub fn send_wqe(w: &SendWqe) -> Vec<u8> {
     let mut b = vec![0u8; size_of::<SendWqe>()];
     put(&mut b, offset_of!(SendWqe, wr_id), &w.wr_id.to_ne_bytes());
     put(&mut b, offset_of!(SendWqe, opcode), &w.opcode.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, send_flags), &w.send_flags.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, imm_data), &w.imm_data.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, num_sge), &w.num_sge.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, inline_len), &w.inline_len.to_ne_bytes());
+    put(
+        &mut b,
+        offset_of!(SendWqe, send_flags),
+        &w.send_flags.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(SendWqe, imm_data),
+        &w.imm_data.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(SendWqe, num_sge),
+        &w.num_sge.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(SendWqe, inline_len),
+        &w.inline_len.to_ne_bytes(),
+    );
     put(&mut b, offset_of!(SendWqe, rkey), &w.rkey.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, remote_addr), &w.remote_addr.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, compare_add), &w.compare_add.to_ne_bytes());
+    put(
+        &mut b,
+        offset_of!(SendWqe, remote_addr),
+        &w.remote_addr.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(SendWqe, compare_add),
+        &w.compare_add.to_ne_bytes(),
+    );
     put(&mut b, offset_of!(SendWqe, swap), &w.swap.to_ne_bytes());
     put(&mut b, offset_of!(SendWqe, ah_num), &w.ah_num.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, remote_qpn), &w.remote_qpn.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, remote_qkey), &w.remote_qkey.to_ne_bytes());
-    put(&mut b, offset_of!(SendWqe, _reserved), &w._reserved.to_ne_bytes());
+    put(
+        &mut b,
+        offset_of!(SendWqe, remote_qpn),
+        &w.remote_qpn.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(SendWqe, remote_qkey),
+        &w.remote_qkey.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(SendWqe, _reserved),
+        &w._reserved.to_ne_bytes(),
+    );
     b
 }
 
@@ -132,8 +175,16 @@ pub fn send_wr_id(slot: &[u8]) -> u64 {
 pub fn recv_wqe(w: &RecvWqe) -> Vec<u8> {
     let mut b = vec![0u8; size_of::<RecvWqe>()];
     put(&mut b, offset_of!(RecvWqe, wr_id), &w.wr_id.to_ne_bytes());
-    put(&mut b, offset_of!(RecvWqe, num_sge), &w.num_sge.to_ne_bytes());
-    put(&mut b, offset_of!(RecvWqe, _reserved), &w._reserved.to_ne_bytes());
+    put(
+        &mut b,
+        offset_of!(RecvWqe, num_sge),
+        &w.num_sge.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(RecvWqe, _reserved),
+        &w._reserved.to_ne_bytes(),
+    );
     b
 }
 
@@ -148,7 +199,11 @@ mod tests {
 
     #[test]
     fn send_wqe_round_trips_its_id() {
-        let w = SendWqe { wr_id: 0x1122_3344_5566_7788, opcode: 9, ..SendWqe::default() };
+        let w = SendWqe {
+            wr_id: 0x1122_3344_5566_7788,
+            opcode: 9,
+            ..SendWqe::default()
+        };
         let b = send_wqe(&w);
         assert_eq!(b.len(), 72);
         assert_eq!(send_wr_id(&b), w.wr_id);
@@ -157,7 +212,11 @@ mod tests {
 
     #[test]
     fn sge_fields_go_to_their_offsets() {
-        let b = sge(&Sge { addr: 0x1122_3344_5566_7788, length: 200, lkey: 0xabcd });
+        let b = sge(&Sge {
+            addr: 0x1122_3344_5566_7788,
+            length: 200,
+            lkey: 0xabcd,
+        });
         assert_eq!(b.len(), 16);
         assert_eq!(u64_at(&b, 0), 0x1122_3344_5566_7788);
         assert_eq!((u32_at(&b, 8), u32_at(&b, 12)), (200, 0xabcd));
@@ -165,7 +224,11 @@ mod tests {
 
     #[test]
     fn flush_operands_go_to_their_offsets() {
-        let w = SendWqe { compare_add: 0x1234, swap: 0x0102, ..SendWqe::default() };
+        let w = SendWqe {
+            compare_add: 0x1234,
+            swap: 0x0102,
+            ..SendWqe::default()
+        };
         let b = send_wqe(&w);
         assert_eq!((u64_at(&b, 40), u64_at(&b, 48)), (0x1234, 0x0102));
     }
@@ -179,9 +242,19 @@ mod tests {
         put(&mut b, 20, &64u32.to_ne_bytes());
         put(&mut b, 24, &5u32.to_ne_bytes());
         let r = create_srq_resp(&b);
-        assert_eq!(r.rq, RingInfo { mmap_offset: 0x1000, mmap_size: 0x3000, num_slots: 16, slot_size: 64 });
+        assert_eq!(
+            r.rq,
+            RingInfo {
+                mmap_offset: 0x1000,
+                mmap_size: 0x3000,
+                num_slots: 16,
+                slot_size: 64
+            }
+        );
         assert_eq!(r.srq_num, 5);
-        let c = modify_srq_cmd(&ModifySrqCmd { ring_info_addr: 0x1122_3344_5566_7788 });
+        let c = modify_srq_cmd(&ModifySrqCmd {
+            ring_info_addr: 0x1122_3344_5566_7788,
+        });
         assert_eq!(c, 0x1122_3344_5566_7788u64.to_ne_bytes());
     }
 

@@ -150,7 +150,11 @@ fn usage() -> String {
 
 /// Parses a GID as sysfs prints it (`fe80:0000:...`, eight groups).
 fn parse_gid(s: &str) -> Option<[u8; 16]> {
-    let groups: Vec<u16> = s.trim().split(':').map(|g| u16::from_str_radix(g, 16).ok()).collect::<Option<_>>()?;
+    let groups: Vec<u16> = s
+        .trim()
+        .split(':')
+        .map(|g| u16::from_str_radix(g, 16).ok())
+        .collect::<Option<_>>()?;
     if groups.len() != 8 {
         return None;
     }
@@ -164,14 +168,19 @@ fn parse_gid(s: &str) -> Option<[u8; 16]> {
 /// The first RoCE v2 GID of port 1, preferring index 0, or the one at
 /// `index`.
 fn find_gid(ibdev: &str, index: Option<u8>) -> Result<(u8, [u8; 16]), String> {
-    let port = Path::new("/sys/class/infiniband").join(ibdev).join("ports/1");
+    let port = Path::new("/sys/class/infiniband")
+        .join(ibdev)
+        .join("ports/1");
     let range = match index {
         Some(i) => i..=i,
         None => 0..=15,
     };
     for i in range {
-        let Ok(gid) = std::fs::read_to_string(port.join(format!("gids/{i}"))) else { continue };
-        let ty = std::fs::read_to_string(port.join(format!("gid_attrs/types/{i}"))).unwrap_or_default();
+        let Ok(gid) = std::fs::read_to_string(port.join(format!("gids/{i}"))) else {
+            continue;
+        };
+        let ty =
+            std::fs::read_to_string(port.join(format!("gid_attrs/types/{i}"))).unwrap_or_default();
         match parse_gid(&gid) {
             Some(g) if g != [0; 16] && ty.trim() == "RoCE v2" => return Ok((i, g)),
             _ => {}
@@ -202,22 +211,41 @@ fn parse_args() -> Result<(Opts, Vec<&'static Scenario>), Start> {
     // Bounded by the argument list.
     while let Some(a) = args.next() {
         let usage = |m: String| Start::Usage(m);
-        let mut value = |name: &str| args.next().ok_or_else(|| usage(format!("{name} needs a value")));
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| usage(format!("{name} needs a value")))
+        };
         match a.as_str() {
             "--dev" => dev = Some(PathBuf::from(value("--dev")?)),
             "--ibdev" => ibdev = Some(value("--ibdev")?),
-            "--gid-index" => gid_index = Some(value("--gid-index")?.parse().map_err(|e| usage(format!("--gid-index: {e}")))?),
+            "--gid-index" => {
+                gid_index = Some(
+                    value("--gid-index")?
+                        .parse()
+                        .map_err(|e| usage(format!("--gid-index: {e}")))?,
+                )
+            }
             "--peer-dir" => peer_dir = Some(PathBuf::from(value("--peer-dir")?)),
-            "--seed" => seed = value("--seed")?.parse().map_err(|e| usage(format!("--seed: {e}")))?,
+            "--seed" => {
+                seed = value("--seed")?
+                    .parse()
+                    .map_err(|e| usage(format!("--seed: {e}")))?
+            }
             "--iterations" => {
-                iterations = value("--iterations")?.parse().map_err(|e| usage(format!("--iterations: {e}")))?;
+                iterations = value("--iterations")?
+                    .parse()
+                    .map_err(|e| usage(format!("--iterations: {e}")))?;
                 if !(1..=100_000).contains(&iterations) {
                     return Err(usage("--iterations must be 1..=100000".into()));
                 }
             }
             "-h" | "--help" => return Err(Start::Help),
             "all" => chosen.extend(SCENARIOS.iter()),
-            name => match SCENARIOS.iter().chain(PEER_SCENARIOS).find(|s| s.name == name) {
+            name => match SCENARIOS
+                .iter()
+                .chain(PEER_SCENARIOS)
+                .find(|s| s.name == name)
+            {
                 Some(s) => chosen.push(s),
                 None => return Err(usage(format!("unknown scenario or option '{name}'"))),
             },
@@ -230,8 +258,13 @@ fn parse_args() -> Result<(Opts, Vec<&'static Scenario>), Start> {
     let ibdev = match ibdev {
         Some(n) => n,
         None => {
-            let base = dev.file_name().and_then(|n| n.to_str()).ok_or_else(|| Start::Usage("--dev has no file name".into()))?;
-            let p = Path::new("/sys/class/infiniband_verbs").join(base).join("ibdev");
+            let base = dev
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| Start::Usage("--dev has no file name".into()))?;
+            let p = Path::new("/sys/class/infiniband_verbs")
+                .join(base)
+                .join("ibdev");
             std::fs::read_to_string(&p)
                 .map_err(|e| Start::Device(format!("{}: {e} (give --ibdev)", p.display())))?
                 .trim()
@@ -239,7 +272,18 @@ fn parse_args() -> Result<(Opts, Vec<&'static Scenario>), Start> {
         }
     };
     let (sgid_index, gid) = find_gid(&ibdev, gid_index).map_err(Start::Device)?;
-    Ok((Opts { dev, ibdev, seed, iterations, gid, sgid_index, peer_dir }, chosen))
+    Ok((
+        Opts {
+            dev,
+            ibdev,
+            seed,
+            iterations,
+            gid,
+            sgid_index,
+            peer_dir,
+        },
+        chosen,
+    ))
 }
 
 fn main() -> ExitCode {
@@ -271,14 +315,23 @@ fn main() -> ExitCode {
         report.begin(sc.name);
         // Each scenario draws from its own stream, derived from the seed
         // and its name, so that it replays alone exactly as within `all`.
-        let name_hash = sc.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let name_hash = sc.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
         let rng = Rng::new(opts.seed ^ name_hash);
-        let mut ctx = Ctx { opts: &opts, r: &mut report, rng };
+        let mut ctx = Ctx {
+            opts: &opts,
+            r: &mut report,
+            rng,
+        };
         if let Err(e) = (sc.run)(&mut ctx) {
             report.fail(format!("stopped: {e}"));
         }
     }
-    println!("roxe-hostile: {} passed, {} failed", report.passed, report.failed);
+    println!(
+        "roxe-hostile: {} passed, {} failed",
+        report.passed, report.failed
+    );
     if report.failed == 0 {
         ExitCode::SUCCESS
     } else {

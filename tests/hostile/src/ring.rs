@@ -19,15 +19,28 @@ impl Ring {
     /// Maps the ring at `offset` (`len` bytes) of `num_slots` slots of
     /// `slot_size` bytes. Fails if the kernel's numbers do not describe a
     /// ring that fits the mapping.
-    pub fn map(v: &Verbs, offset: u64, len: u64, num_slots: u32, slot_size: u32) -> Result<Ring, Errno> {
+    pub fn map(
+        v: &Verbs,
+        offset: u64,
+        len: u64,
+        num_slots: u32,
+        slot_size: u32,
+    ) -> Result<Ring, Errno> {
         let len = usize::try_from(len).map_err(|_| Errno(libc::EOVERFLOW))?;
         let slot_size = usize::try_from(slot_size).map_err(|_| Errno(libc::EOVERFLOW))?;
-        let need = usize::try_from(num_slots).ok().and_then(|n| n.checked_mul(slot_size)).and_then(|s| s.checked_add(RING_HEADER_SIZE));
+        let need = usize::try_from(num_slots)
+            .ok()
+            .and_then(|n| n.checked_mul(slot_size))
+            .and_then(|s| s.checked_add(RING_HEADER_SIZE));
         if !num_slots.is_power_of_two() || need.is_none_or(|n| n > len) {
             return Err(Errno(libc::ERANGE));
         }
         let map = v.mmap(offset, len, Share::Shared)?;
-        Ok(Ring { map, num_slots, slot_size })
+        Ok(Ring {
+            map,
+            num_slots,
+            slot_size,
+        })
     }
 
     /// The mapping under the ring.
@@ -71,7 +84,12 @@ impl Ring {
 
     /// Writes `data` at the start of the slot that `index` names.
     pub fn write_slot(&self, index: u32, data: &[u8]) {
-        assert!(data.len() <= self.slot_size, "{} bytes do not fit a {}-byte slot", data.len(), self.slot_size);
+        assert!(
+            data.len() <= self.slot_size,
+            "{} bytes do not fit a {}-byte slot",
+            data.len(),
+            self.slot_size
+        );
         self.map.write(self.slot_offset(index), data);
     }
 

@@ -37,10 +37,18 @@ pub fn page_size() -> usize {
 /// write there during the call. Callers name only memory held by a
 /// [`Mapping`] or [`Hole`], which this program accesses only with volatile
 /// operations, or addresses that are not ours at all (0, kernel addresses).
-pub fn command(fd: BorrowedFd<'_>, cmd: u32, body: &[u8], resp: Option<&mut [u8]>) -> Result<(), Errno> {
+pub fn command(
+    fd: BorrowedFd<'_>,
+    cmd: u32,
+    body: &[u8],
+    resp: Option<&mut [u8]>,
+) -> Result<(), Errno> {
     let resp_len = resp.as_ref().map_or(0, |r| r.len());
     let total = 8 + if resp.is_some() { 8 } else { 0 } + body.len();
-    assert!(total.is_multiple_of(4) && resp_len.is_multiple_of(4), "uverbs commands are counted in 4-byte words");
+    assert!(
+        total.is_multiple_of(4) && resp_len.is_multiple_of(4),
+        "uverbs commands are counted in 4-byte words"
+    );
     let in_words = u16::try_from(total / 4).expect("command too long for in_words");
     let out_words = u16::try_from(resp_len / 4).expect("response too long for out_words");
     let mut buf = Vec::with_capacity(total);
@@ -84,7 +92,11 @@ pub fn adopt_fd(raw: u32) -> Result<OwnedFd, Errno> {
 
 /// Waits up to `timeout_ms` for `fd` to become readable.
 pub fn poll_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> Result<bool, Errno> {
-    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: `p` is one valid `pollfd`, and we pass a count of 1.
     let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
     if n < 0 {
@@ -127,7 +139,12 @@ pub struct Mapping {
 
 impl Mapping {
     /// `mmap(NULL, len, PROT_READ | PROT_WRITE, share, fd, offset)`.
-    pub fn map(fd: BorrowedFd<'_>, offset: u64, len: usize, share: Share) -> Result<Mapping, Errno> {
+    pub fn map(
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        share: Share,
+    ) -> Result<Mapping, Errno> {
         let flags = match share {
             Share::Shared => libc::MAP_SHARED,
             Share::Private => libc::MAP_PRIVATE,
@@ -136,7 +153,14 @@ impl Mapping {
         // SAFETY: A fresh mapping at an address the kernel picks: it
         // overlaps nothing of ours.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd.as_raw_fd(), off)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd.as_raw_fd(),
+                off,
+            )
         };
         Self::from_mmap(p, len)
     }
@@ -162,7 +186,13 @@ impl Mapping {
             return Err(last_errno());
         }
         // INVARIANT: `mmap` succeeded, so `p` starts `len` mapped bytes.
-        NonNull::new(p.cast::<u8>()).map(|ptr| Mapping { ptr, len, mapped: len }).ok_or(Errno(libc::EFAULT))
+        NonNull::new(p.cast::<u8>())
+            .map(|ptr| Mapping {
+                ptr,
+                len,
+                mapped: len,
+            })
+            .ok_or(Errno(libc::EFAULT))
     }
 
     /// The user address of the first byte.
@@ -177,7 +207,11 @@ impl Mapping {
     }
 
     fn check(&self, off: usize, n: usize) {
-        assert!(off.checked_add(n).is_some_and(|end| end <= self.len), "access {off}+{n} outside a {}-byte mapping", self.len);
+        assert!(
+            off.checked_add(n).is_some_and(|end| end <= self.len),
+            "access {off}+{n} outside a {}-byte mapping",
+            self.len
+        );
     }
 
     fn index(&self, off: usize) -> &AtomicU32 {
@@ -293,7 +327,11 @@ impl Hole {
         // nothing else knows about.
         let ok = unsafe {
             libc::munmap((base + page) as *mut libc::c_void, page) == 0
-                && libc::mprotect((base + 2 * page) as *mut libc::c_void, page, libc::PROT_NONE) == 0
+                && libc::mprotect(
+                    (base + 2 * page) as *mut libc::c_void,
+                    page,
+                    libc::PROT_NONE,
+                ) == 0
         };
         if !ok {
             let e = last_errno();

@@ -91,7 +91,10 @@ pub mod state {
 
     /// The state's name, for messages.
     pub fn name(s: u8) -> &'static str {
-        ["RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"].get(usize::from(s)).copied().unwrap_or("?")
+        ["RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"]
+            .get(usize::from(s))
+            .copied()
+            .unwrap_or("?")
     }
 }
 
@@ -167,7 +170,11 @@ impl Req {
         self
     }
     fn done(self, expected: usize) -> Vec<u8> {
-        assert_eq!(self.0.len(), expected, "request layout does not match its C struct");
+        assert_eq!(
+            self.0.len(),
+            expected,
+            "request layout does not match its C struct"
+        );
         self.0
     }
 }
@@ -341,7 +348,10 @@ impl Verbs {
             .write(true)
             .open(path)
             .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
-        Ok(Verbs { fd: f.into(), async_fd: None })
+        Ok(Verbs {
+            fd: f.into(),
+            async_fd: None,
+        })
     }
 
     /// Opens the device file and creates its ucontext.
@@ -389,18 +399,53 @@ impl Verbs {
     }
 
     /// `REG_MR`.
-    pub fn reg_mr(&self, pd: u32, start: u64, length: u64, iova: u64, access: u32, driver_in: &[u8]) -> Result<Mr, Errno> {
-        let body = Req::new().u64(start).u64(length).u64(iova).u32(pd).u32(access).done(32);
+    pub fn reg_mr(
+        &self,
+        pd: u32,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+        driver_in: &[u8],
+    ) -> Result<Mr, Errno> {
+        let body = Req::new()
+            .u64(start)
+            .u64(length)
+            .u64(iova)
+            .u32(pd)
+            .u32(access)
+            .done(32);
         let body = Req(body).bytes(driver_in).0;
         let mut resp = vec![0u8; REG_MR_RESP];
         self.exec(cmd::REG_MR, &body, Some(&mut resp))?;
-        Ok(Mr { handle: rd_u32(&resp, 0), lkey: rd_u32(&resp, 4), rkey: rd_u32(&resp, 8) })
+        Ok(Mr {
+            handle: rd_u32(&resp, 0),
+            lkey: rd_u32(&resp, 4),
+            rkey: rd_u32(&resp, 8),
+        })
     }
 
     /// `REREG_MR`: the keys the MR has afterwards.
     #[allow(clippy::too_many_arguments)]
-    pub fn rereg_mr(&self, mr: u32, flags: u32, start: u64, length: u64, iova: u64, pd: u32, access: u32) -> Result<(u32, u32), Errno> {
-        let body = Req::new().u32(mr).u32(flags).u64(start).u64(length).u64(iova).u32(pd).u32(access).done(40);
+    pub fn rereg_mr(
+        &self,
+        mr: u32,
+        flags: u32,
+        start: u64,
+        length: u64,
+        iova: u64,
+        pd: u32,
+        access: u32,
+    ) -> Result<(u32, u32), Errno> {
+        let body = Req::new()
+            .u32(mr)
+            .u32(flags)
+            .u64(start)
+            .u64(length)
+            .u64(iova)
+            .u32(pd)
+            .u32(access)
+            .done(40);
         let mut resp = vec![0u8; REREG_MR_RESP];
         self.exec(cmd::REREG_MR, &body, Some(&mut resp))?;
         Ok((rd_u32(&resp, 0), rd_u32(&resp, 4)))
@@ -411,7 +456,10 @@ impl Verbs {
         let body = Req::new().u32(pd).u8(mw_type).bytes(&[0; 3]).done(8);
         let mut resp = vec![0u8; ALLOC_MW_RESP];
         self.exec(cmd::ALLOC_MW, &body, Some(&mut resp))?;
-        Ok(Mw { handle: rd_u32(&resp, 0), rkey: rd_u32(&resp, 4) })
+        Ok(Mw {
+            handle: rd_u32(&resp, 0),
+            rkey: rd_u32(&resp, 4),
+        })
     }
 
     /// `DEALLOC_MW`.
@@ -421,7 +469,13 @@ impl Verbs {
 
     /// `CREATE_AH` in `pd` for a global route to `dgid` from GID index
     /// `sgid_index` of port 1; roxe answers with the AH's number.
-    pub fn create_ah(&self, pd: u32, user_handle: u64, dgid: &[u8; 16], sgid_index: u8) -> Result<Ah, Errno> {
+    pub fn create_ah(
+        &self,
+        pd: u32,
+        user_handle: u64,
+        dgid: &[u8; 16],
+        sgid_index: u8,
+    ) -> Result<Ah, Errno> {
         let body = Req::new()
             .u64(user_handle)
             .u32(pd)
@@ -443,7 +497,10 @@ impl Verbs {
             .done(48);
         let mut resp = vec![0u8; CREATE_AH_RESP + 8];
         self.exec(cmd::CREATE_AH, &body, Some(&mut resp))?;
-        Ok(Ah { handle: rd_u32(&resp, 0), ah_num: rd_u32(&resp, CREATE_AH_RESP) })
+        Ok(Ah {
+            handle: rd_u32(&resp, 0),
+            ah_num: rd_u32(&resp, CREATE_AH_RESP),
+        })
     }
 
     /// `DESTROY_AH`.
@@ -457,7 +514,13 @@ impl Verbs {
     }
 
     /// `CREATE_CQ` with `comp_channel = -1`, with `driver_in` as driver input.
-    pub fn create_cq(&self, cqe: u32, comp_vector: u32, user_handle: u64, driver_in: &[u8]) -> Result<Cq, Errno> {
+    pub fn create_cq(
+        &self,
+        cqe: u32,
+        comp_vector: u32,
+        user_handle: u64,
+        driver_in: &[u8],
+    ) -> Result<Cq, Errno> {
         self.create_cq_on(None, cqe, comp_vector, user_handle, driver_in)
     }
 
@@ -472,7 +535,13 @@ impl Verbs {
     ) -> Result<Cq, Errno> {
         // CAST: the fd number as the ABI's __s32 (-1: no channel).
         let ch = channel.map_or(-1, |f| f.as_raw_fd()) as u32;
-        let body = Req::new().u64(user_handle).u32(cqe).u32(comp_vector).u32(ch).u32(0).done(24);
+        let body = Req::new()
+            .u64(user_handle)
+            .u32(cqe)
+            .u32(comp_vector)
+            .u32(ch)
+            .u32(0)
+            .done(24);
         let body = Req(body).bytes(driver_in).0;
         let mut resp = vec![0u8; CREATE_CQ_RESP + size_of::<CreateCqResp>()];
         self.exec(cmd::CREATE_CQ, &body, Some(&mut resp))?;
@@ -494,7 +563,11 @@ impl Verbs {
     /// `REQ_NOTIFY_CQ`: arms the CQ for the next (or the next solicited)
     /// completion.
     pub fn req_notify_cq(&self, cq: u32, solicited_only: bool) -> Result<(), Errno> {
-        self.exec(cmd::REQ_NOTIFY_CQ, &Req::new().u32(cq).u32(u32::from(solicited_only)).done(8), None)
+        self.exec(
+            cmd::REQ_NOTIFY_CQ,
+            &Req::new().u32(cq).u32(u32::from(solicited_only)).done(8),
+            None,
+        )
     }
 
     /// The next completion event on `channel` (the CQ's `user_handle`),
@@ -515,13 +588,20 @@ impl Verbs {
         let body = Req::new().u32(cq).u32(cqe).done(8);
         let mut resp = vec![0u8; RESIZE_CQ_RESP + size_of::<CreateCqResp>()];
         self.exec(cmd::RESIZE_CQ, &body, Some(&mut resp))?;
-        Ok((rd_u32(&resp, 0), abi::create_cq_resp(&resp[RESIZE_CQ_RESP..])))
+        Ok((
+            rd_u32(&resp, 0),
+            abi::create_cq_resp(&resp[RESIZE_CQ_RESP..]),
+        ))
     }
 
     /// `DESTROY_CQ`.
     pub fn destroy_cq(&self, cq: u32) -> Result<(), Errno> {
         let mut resp = vec![0u8; DESTROY_CQ_RESP];
-        self.exec(cmd::DESTROY_CQ, &Req::new().u32(cq).u32(0).done(8), Some(&mut resp))
+        self.exec(
+            cmd::DESTROY_CQ,
+            &Req::new().u32(cq).u32(0).done(8),
+            Some(&mut resp),
+        )
     }
 
     /// `CREATE_QP` (`sq_sig_all = 0`).
@@ -610,20 +690,41 @@ impl Verbs {
     /// `QUERY_QP`: the QP's state.
     pub fn query_qp_state(&self, qp: u32) -> Result<u8, Errno> {
         let mut resp = vec![0u8; QUERY_QP_RESP];
-        self.exec(cmd::QUERY_QP, &Req::new().u32(qp).u32(mask::STATE).done(8), Some(&mut resp))?;
+        self.exec(
+            cmd::QUERY_QP,
+            &Req::new().u32(qp).u32(mask::STATE).done(8),
+            Some(&mut resp),
+        )?;
         Ok(resp[108])
     }
 
     /// `DESTROY_QP`.
     pub fn destroy_qp(&self, qp: u32) -> Result<(), Errno> {
         let mut resp = vec![0u8; DESTROY_QP_RESP];
-        self.exec(cmd::DESTROY_QP, &Req::new().u32(qp).u32(0).done(8), Some(&mut resp))
+        self.exec(
+            cmd::DESTROY_QP,
+            &Req::new().u32(qp).u32(0).done(8),
+            Some(&mut resp),
+        )
     }
 
     /// `CREATE_SRQ`, with `driver_in` as driver input.
-    pub fn create_srq(&self, pd: u32, max_wr: u32, max_sge: u32, user_handle: u64, driver_in: &[u8]) -> Result<Srq, Errno> {
+    pub fn create_srq(
+        &self,
+        pd: u32,
+        max_wr: u32,
+        max_sge: u32,
+        user_handle: u64,
+        driver_in: &[u8],
+    ) -> Result<Srq, Errno> {
         // srq_limit 0: the limit event is not armed.
-        let body = Req::new().u64(user_handle).u32(pd).u32(max_wr).u32(max_sge).u32(0).done(24);
+        let body = Req::new()
+            .u64(user_handle)
+            .u32(pd)
+            .u32(max_wr)
+            .u32(max_sge)
+            .u32(0)
+            .done(24);
         let body = Req(body).bytes(driver_in).0;
         let mut resp = vec![0u8; CREATE_SRQ_RESP + size_of::<CreateSrqResp>()];
         self.exec(cmd::CREATE_SRQ, &body, Some(&mut resp))?;
@@ -637,8 +738,20 @@ impl Verbs {
 
     /// `MODIFY_SRQ`, with `driver_in` as driver input (roxe's
     /// `ModifySrqCmd`). The command has no response.
-    pub fn modify_srq(&self, srq: u32, attr_mask: u32, max_wr: u32, srq_limit: u32, driver_in: &[u8]) -> Result<(), Errno> {
-        let body = Req::new().u32(srq).u32(attr_mask).u32(max_wr).u32(srq_limit).done(16);
+    pub fn modify_srq(
+        &self,
+        srq: u32,
+        attr_mask: u32,
+        max_wr: u32,
+        srq_limit: u32,
+        driver_in: &[u8],
+    ) -> Result<(), Errno> {
+        let body = Req::new()
+            .u32(srq)
+            .u32(attr_mask)
+            .u32(max_wr)
+            .u32(srq_limit)
+            .done(16);
         let body = Req(body).bytes(driver_in).0;
         self.exec(cmd::MODIFY_SRQ, &body, None)
     }
@@ -646,19 +759,36 @@ impl Verbs {
     /// `QUERY_SRQ`.
     pub fn query_srq(&self, srq: u32) -> Result<SrqAttr, Errno> {
         let mut resp = vec![0u8; QUERY_SRQ_RESP];
-        self.exec(cmd::QUERY_SRQ, &Req::new().u32(srq).u32(0).done(8), Some(&mut resp))?;
-        Ok(SrqAttr { max_wr: rd_u32(&resp, 0), max_sge: rd_u32(&resp, 4), srq_limit: rd_u32(&resp, 8) })
+        self.exec(
+            cmd::QUERY_SRQ,
+            &Req::new().u32(srq).u32(0).done(8),
+            Some(&mut resp),
+        )?;
+        Ok(SrqAttr {
+            max_wr: rd_u32(&resp, 0),
+            max_sge: rd_u32(&resp, 4),
+            srq_limit: rd_u32(&resp, 8),
+        })
     }
 
     /// `DESTROY_SRQ`.
     pub fn destroy_srq(&self, srq: u32) -> Result<(), Errno> {
         let mut resp = vec![0u8; DESTROY_SRQ_RESP];
-        self.exec(cmd::DESTROY_SRQ, &Req::new().u32(srq).u32(0).done(8), Some(&mut resp))
+        self.exec(
+            cmd::DESTROY_SRQ,
+            &Req::new().u32(srq).u32(0).done(8),
+            Some(&mut resp),
+        )
     }
 
     /// roxe's send doorbell: `POST_SEND` with `wr_count = 0`.
     pub fn doorbell(&self, qp: u32) -> Result<(), Errno> {
-        let body = Req::new().u32(qp).u32(0).u32(0).u32(UVERBS_SEND_WR).done(16);
+        let body = Req::new()
+            .u32(qp)
+            .u32(0)
+            .u32(0)
+            .u32(UVERBS_SEND_WR)
+            .done(16);
         let mut resp = vec![0u8; POST_SEND_RESP];
         self.exec(cmd::POST_SEND, &body, Some(&mut resp))
     }
@@ -698,6 +828,9 @@ impl Verbs {
         if n != ASYNC_EVENT_DESC {
             return Err(Errno(libc::EIO));
         }
-        Ok(Some(AsyncEvent { element: rd_u64(&buf, 0), event_type: rd_u32(&buf, 8) }))
+        Ok(Some(AsyncEvent {
+            element: rd_u64(&buf, 0),
+            event_type: rd_u32(&buf, 8),
+        }))
     }
 }

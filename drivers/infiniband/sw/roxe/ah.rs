@@ -92,7 +92,10 @@ pub(crate) fn create(
         }
     };
     if let Some(u) = udata {
-        if let Err(e) = u.respond(&CreateAhResp { ah_num: num, _reserved: 0 }) {
+        if let Err(e) = u.respond(&CreateAhResp {
+            ah_num: num,
+            _reserved: 0,
+        }) {
             release(d, num);
             return Err(e);
         }
@@ -104,8 +107,16 @@ pub(crate) fn create(
 /// through it: the AH must be of the same PD, and of user space exactly
 /// when the QP is. PDs are per ucontext, so this also keeps each process
 /// to its own AHs.
-pub(crate) fn with<R>(d: &RoxeDev, num: u32, pd: usize, user: bool, f: impl FnOnce(&AhInfo) -> R) -> Option<R> {
-    d.ah_table.with(num, |a| (a.pd == pd && a.user == user).then(|| f(a))).flatten()
+pub(crate) fn with<R>(
+    d: &RoxeDev,
+    num: u32,
+    pd: usize,
+    user: bool,
+    f: impl FnOnce(&AhInfo) -> R,
+) -> Option<R> {
+    d.ah_table
+        .with(num, |a| (a.pd == pd && a.user == user).then(|| f(a)))
+        .flatten()
 }
 
 fn release(d: &RoxeDev, num: u32) {

@@ -8,15 +8,15 @@ use crate::limits::{MAX_CQE, MAX_CQ_SLOTS};
 use crate::proto::ring::Geometry;
 use crate::rdma::cq::{Cq, CqInit, Notify};
 use crate::rdma::device::Device;
+use crate::rdma::errno::eopnotsupp;
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
-use crate::uapi::{CreateCqResp, Cqe};
-use core::mem::size_of;
-use crate::rdma::errno::eopnotsupp;
-use kernel::error::code::{EINVAL, EIO, ENOMEM};
 use crate::sync::new_spinlock_bh;
-use kernel::prelude::*;
 use crate::sync::SpinLockBh;
+use crate::uapi::{Cqe, CreateCqResp};
+use core::mem::size_of;
+use kernel::error::code::{EINVAL, EIO, ENOMEM};
+use kernel::prelude::*;
 
 /// Per-CQ state.
 #[pin_data]
@@ -85,7 +85,12 @@ pub(crate) fn create<'a>(
     let unit = dev.data().cqs.take_unit()?;
     let ring = ring_for(udata, geometry)?;
     respond(udata, &ring)?;
-    let state = CqState { ring, producer: 0, armed: None, broken: false };
+    let state = CqState {
+        ring,
+        producer: 0,
+        armed: None,
+        broken: false,
+    };
     let init = try_pin_init!(RoxeCq {
         state <- new_spinlock_bh!(state, "roxe_cq"),
     })
@@ -121,7 +126,11 @@ pub(crate) fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Resu
         return Err(EIO);
     }
     let consumer = st.ring.consumer();
-    let used = st.ring.geometry().used(st.producer, consumer).map_err(|_| EINVAL)?;
+    let used = st
+        .ring
+        .geometry()
+        .used(st.producer, consumer)
+        .map_err(|_| EINVAL)?;
     if used > geometry.num_slots() {
         return Err(EINVAL);
     }
@@ -150,7 +159,11 @@ pub(crate) fn req_notify(cq: &Cq<Roxe>, kind: Notify) -> Result<bool> {
 
 /// Queues a completion. The data path calls this; it has the completion
 /// handler run when the CQ is armed for this kind of completion.
-pub(crate) fn push(cq: &Cq<Roxe>, cqe: Cqe, solicited: bool) -> core::result::Result<(), PushError> {
+pub(crate) fn push(
+    cq: &Cq<Roxe>,
+    cqe: Cqe,
+    solicited: bool,
+) -> core::result::Result<(), PushError> {
     let mut newly_broken = false;
     let mut fire = false;
     let result = {

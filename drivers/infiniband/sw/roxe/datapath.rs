@@ -47,7 +47,9 @@ const WC_WITH_IMM: u32 = 2;
 /// `IBV_WC_WITH_INV`.
 const WC_WITH_INV: u32 = 8;
 /// `IB_ACCESS_LOCAL_WRITE` and friends.
-use crate::proto::access::{FLUSH_GLOBAL, FLUSH_PERSISTENT, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
+use crate::proto::access::{
+    FLUSH_GLOBAL, FLUSH_PERSISTENT, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE,
+};
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
 pub(crate) const MAX_MSG: u64 = 1 << 31;
 /// PSNs an RC requester keeps unacknowledged before it waits. Virtual links
@@ -93,7 +95,14 @@ impl Path {
             (None, None) => Route::ipv6(ndev, sgid, dgid)?,
             _ => return Err(EINVAL),
         };
-        Ok(Path { route, src: sgid, dst: dgid, tclass, hop_limit: hop_limit.max(1), flow_label })
+        Ok(Path {
+            route,
+            src: sgid,
+            dst: dgid,
+            tclass,
+            hop_limit: hop_limit.max(1),
+            flow_label,
+        })
     }
 
     /// The largest IB MTU the route carries.
@@ -109,7 +118,14 @@ impl Path {
 
     /// Builds one packet (IP, UDP, BTH and `ext`, `payload_len` bytes that
     /// `fill` writes, pad and ICRC) and sends it.
-    fn send(&self, sport: u16, bth: &Bth, ext: &Ext, payload_len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> Result {
+    fn send(
+        &self,
+        sport: u16,
+        bth: &Bth,
+        ext: &Ext,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result {
         self.send_icrc(sport, bth, ext, payload_len, fill, false)
     }
 
@@ -127,36 +143,66 @@ impl Path {
         let opcode = Opcode::from_u8(bth.opcode).ok_or(EINVAL)?;
         let roce_len = headers::packet_len(opcode, payload_len).ok_or(EINVAL)?;
         let v6 = self.route.is_ipv6();
-        let ip_len = if v6 { ip::IPV6_HDR_LEN } else { ip::IPV4_HDR_LEN };
+        let ip_len = if v6 {
+            ip::IPV6_HDR_LEN
+        } else {
+            ip::IPV4_HDR_LEN
+        };
         let udp_len = ip::UDP_HDR_LEN + roce_len;
         self.route.send(ip_len + udp_len, |buf| {
             let (iph, rest) = buf.split_at_mut(ip_len);
             let (udph, roce) = rest.split_at_mut(ip::UDP_HDR_LEN);
             let ok = if v6 {
                 iph.try_into().is_ok_and(|h| {
-                    ip::write_ipv6_header(h, self.src, self.dst, udp_len, self.tclass, self.flow_label, self.hop_limit)
+                    ip::write_ipv6_header(
+                        h,
+                        self.src,
+                        self.dst,
+                        udp_len,
+                        self.tclass,
+                        self.flow_label,
+                        self.hop_limit,
+                    )
                 })
             } else {
-                match (ip::ipv4_mapped(&self.src), ip::ipv4_mapped(&self.dst), iph.try_into()) {
-                    (Some(s), Some(d), Ok(h)) => ip::write_ipv4_header(h, s, d, udp_len, self.tclass, self.hop_limit),
+                match (
+                    ip::ipv4_mapped(&self.src),
+                    ip::ipv4_mapped(&self.dst),
+                    iph.try_into(),
+                ) {
+                    (Some(s), Some(d), Ok(h)) => {
+                        ip::write_ipv4_header(h, s, d, udp_len, self.tclass, self.hop_limit)
+                    }
                     _ => false,
                 }
             };
-            let sport_ok = udph.try_into().is_ok_and(|h| ip::write_udp_header(h, sport, udp::ROCE_V2_PORT, roce_len));
+            let sport_ok = udph
+                .try_into()
+                .is_ok_and(|h| ip::write_udp_header(h, sport, udp::ROCE_V2_PORT, roce_len));
             if !ok || !sport_ok {
                 return false;
             }
-            let Ok(hl) = headers::encode_headers(bth, ext, roce) else { return false };
+            let Ok(hl) = headers::encode_headers(bth, ext, roce) else {
+                return false;
+            };
             let (body, tail) = roce[hl..].split_at_mut(payload_len);
             if !fill(body) {
                 return false;
             }
             tail.fill(0);
             let icrc_at = roce_len - crate::proto::icrc::LEN;
-            let mut c = Icrc::new(if v6 { IpHeader::V6(iph) } else { IpHeader::V4(iph) });
+            let mut c = Icrc::new(if v6 {
+                IpHeader::V6(iph)
+            } else {
+                IpHeader::V4(iph)
+            });
             c.update(udph);
             c.update(&roce[..icrc_at]);
-            let icrc = if rxe_flush { c.finish_rxe_flush(&roce[..hl]) } else { c.finish() };
+            let icrc = if rxe_flush {
+                c.finish_rxe_flush(&roce[..hl])
+            } else {
+                c.finish()
+            };
             roce[icrc_at..].copy_from_slice(&icrc.to_le_bytes());
             if v6 {
                 // The ICRC masks the UDP checksum, so it can come last.
@@ -178,14 +224,21 @@ pub(crate) struct RecvCopy {
 /// Takes the next receive WQE from `ring` at `*consumer`, copying it out and
 /// checking its SGE count against the slot. `Err` if the ring's indices are
 /// corrupt; `Ok(None)` if it is empty.
-pub(crate) fn take_recv(ring: &Ring<RecvWqe>, consumer: &mut u32) -> core::result::Result<Option<RecvCopy>, ()> {
+pub(crate) fn take_recv(
+    ring: &Ring<RecvWqe>,
+    consumer: &mut u32,
+) -> core::result::Result<Option<RecvCopy>, ()> {
     match ring.geometry().used(ring.producer(), *consumer) {
         Err(_) => return Err(()),
         Ok(0) => return Ok(None),
         Ok(_) => {}
     }
     let w = ring.read(*consumer);
-    let mut c = RecvCopy { wr_id: w.wr_id, num_sge: 0, sges: [Sge::default(); MAX_SGE as usize] };
+    let mut c = RecvCopy {
+        wr_id: w.wr_id,
+        num_sge: 0,
+        sges: [Sge::default(); MAX_SGE as usize],
+    };
     // A count that does not fit the slot leaves the WQE without SGEs: its
     // receive then fails with a length error rather than reading past it.
     let n = (w.num_sge as usize).min(MAX_SGE as usize);
@@ -212,16 +265,27 @@ impl RecvCopy {
     }
 
     fn total(&self) -> u64 {
-        self.sges[..self.num_sge].iter().map(|s| u64::from(s.length)).sum()
+        self.sges[..self.num_sge]
+            .iter()
+            .map(|s| u64::from(s.length))
+            .sum()
     }
 
     /// Scatters `data` at message offset `off` into the SGEs.
-    fn scatter(&self, dev: &Device<Roxe>, pd: usize, off: u64, data: &[u8]) -> core::result::Result<(), WcStatus> {
+    fn scatter(
+        &self,
+        dev: &Device<Roxe>,
+        pd: usize,
+        off: u64,
+        data: &[u8],
+    ) -> core::result::Result<(), WcStatus> {
         let sges = self.sges[..self.num_sge].iter().map(|s| Ok(*s));
         for_pieces(sges, off, data.len(), |va, lkey, r| {
             let src = &data[r];
             // CAST: a piece is at most an SGE length.
-            mr::with_key(dev.data(), lkey, pd, |m| m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src))
+            mr::with_key(dev.data(), lkey, pd, |m| {
+                m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src)
+            })
         })
     }
 }
@@ -269,7 +333,10 @@ fn send_sges<'a>(
 ) -> impl Iterator<Item = core::result::Result<Sge, WcStatus>> + 'a {
     (0..w.num_sge.min(MAX_SGE)).map(move |i| {
         this.sq
-            .read_at(idx, SEND_WQE_HEADER as usize + i as usize * SGE_SIZE as usize)
+            .read_at(
+                idx,
+                SEND_WQE_HEADER as usize + i as usize * SGE_SIZE as usize,
+            )
             .ok_or(WcStatus::LocLenErr)
     })
 }
@@ -302,18 +369,34 @@ fn msg_len(this: &RoxeQp, idx: u32, w: &SendWqe) -> core::result::Result<u32, Wc
 
 /// Copies `dst.len()` bytes of the message of send WQE `idx`, from message
 /// offset `off`, into `dst`.
-fn gather(qp: &Qp<Roxe>, idx: u32, w: &SendWqe, off: u32, dst: &mut [u8]) -> core::result::Result<(), WcStatus> {
+fn gather(
+    qp: &Qp<Roxe>,
+    idx: u32,
+    w: &SendWqe,
+    off: u32,
+    dst: &mut [u8],
+) -> core::result::Result<(), WcStatus> {
     let this = qp.data();
     if w.send_flags & SEND_INLINE != 0 {
-        return this.sq.read_bytes(idx, SEND_WQE_HEADER as usize + off as usize, dst).ok_or(WcStatus::LocLenErr);
+        return this
+            .sq
+            .read_bytes(idx, SEND_WQE_HEADER as usize + off as usize, dst)
+            .ok_or(WcStatus::LocLenErr);
     }
     let (dev, pd) = (qp.device().data(), qp.pd_id());
     let len = dst.len();
-    for_pieces(send_sges(this, idx, w), u64::from(off), len, |va, lkey, r| {
-        let out = &mut dst[r];
-        // CAST: a piece is at most an SGE length.
-        mr::with_key(dev, lkey, pd, |m| m.read(m.check(va, out.len() as u32, 0)?, out))
-    })
+    for_pieces(
+        send_sges(this, idx, w),
+        u64::from(off),
+        len,
+        |va, lkey, r| {
+            let out = &mut dst[r];
+            // CAST: a piece is at most an SGE length.
+            mr::with_key(dev, lkey, pd, |m| {
+                m.read(m.check(va, out.len() as u32, 0)?, out)
+            })
+        },
+    )
 }
 
 fn send_cqe(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp, status: WcStatus, byte_len: u32) -> Cqe {
@@ -333,7 +416,14 @@ fn signaled(this: &RoxeQp, w: &SendWqe) -> bool {
 }
 
 /// Completes send WQE `idx` (the oldest) and retires it.
-fn complete_send(qp: &Qp<Roxe>, st: &mut QpState, w: &SendWqe, op: SendOp, status: WcStatus, byte_len: u32) {
+fn complete_send(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    w: &SendWqe,
+    op: SendOp,
+    status: WcStatus,
+    byte_len: u32,
+) {
     let this = qp.data();
     if status != WcStatus::Success || signaled(this, w) {
         if let Some(scq) = qp.send_cq() {
@@ -388,7 +478,9 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
             return;
         }
         let prod = this.sq.producer();
-        let Ok(used) = this.sq.geometry().used(prod, st.sq_consumer) else { return };
+        let Ok(used) = this.sq.geometry().used(prod, st.sq_consumer) else {
+            return;
+        };
         let in_flight = st.sq_sent.wrapping_sub(st.sq_consumer);
         // Only what a doorbell checked is sent.
         if in_flight >= used.min(st.sq_checked) {
@@ -396,7 +488,9 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
         }
         let idx = st.sq_sent;
         let w = this.sq.read(idx);
-        let Some(op) = SendOp::from_raw(w.opcode).filter(|o| o.allowed_on(crate::qp::transport(this.qp_type))) else {
+        let Some(op) =
+            SendOp::from_raw(w.opcode).filter(|o| o.allowed_on(crate::qp::transport(this.qp_type)))
+        else {
             if in_flight == 0 {
                 fail(qp, st, &w, SendOp::Send, WcStatus::LocQpOpErr);
             }
@@ -426,8 +520,14 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
                 return;
             }
             // No more reads and atomics in flight than the responder takes.
-            let waits =
-                matches!(op, SendOp::RdmaRead | SendOp::CmpSwap | SendOp::FetchAdd | SendOp::AtomicWrite | SendOp::Flush);
+            let waits = matches!(
+                op,
+                SendOp::RdmaRead
+                    | SendOp::CmpSwap
+                    | SendOp::FetchAdd
+                    | SendOp::AtomicWrite
+                    | SendOp::Flush
+            );
             if waits && st.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
                 return;
             }
@@ -523,23 +623,39 @@ fn send_ud(
         return Err(WcStatus::LocLenErr);
     }
     let opcode = seg::request_opcode(Wire::Ud, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
-    let qkey = if w.remote_qkey & QKEY_FROM_QP != 0 { st.attr.qkey } else { w.remote_qkey };
-    let mut bth = Bth::new(opcode, DEFAULT_PKEY, w.remote_qpn & headers::QPN_MASK, st.npsn);
+    let qkey = if w.remote_qkey & QKEY_FROM_QP != 0 {
+        st.attr.qkey
+    } else {
+        w.remote_qkey
+    };
+    let mut bth = Bth::new(
+        opcode,
+        DEFAULT_PKEY,
+        w.remote_qpn & headers::QPN_MASK,
+        st.npsn,
+    );
     bth.se = w.send_flags & SEND_SOLICITED != 0;
     bth.pad = headers::pad_len(len as usize);
     st.npsn = st.npsn.next();
     let ext = Ext {
-        deth: Some(Deth { qkey, src_qpn: qp.qp_num() }),
-        immdt: opcode.has_immediate().then_some(ImmDt(u32::from_be(w.imm_data))),
+        deth: Some(Deth {
+            qkey,
+            src_qpn: qp.qp_num(),
+        }),
+        immdt: opcode
+            .has_immediate()
+            .then_some(ImmDt(u32::from_be(w.imm_data))),
         ..Ext::default()
     };
     let sport = udp::source_port(qp.qp_num(), w.remote_qpn);
     let mut err = None;
-    let _ = path.send(sport, &bth, &ext, len as usize, |buf| match gather(qp, idx, w, 0, buf) {
-        Ok(()) => true,
-        Err(e) => {
-            err = Some(e);
-            false
+    let _ = path.send(sport, &bth, &ext, len as usize, |buf| {
+        match gather(qp, idx, w, 0, buf) {
+            Ok(()) => true,
+            Err(e) => {
+                err = Some(e);
+                false
+            }
         }
     });
     match err {
@@ -566,7 +682,9 @@ fn send_flush(
     let len = u32::try_from(w.compare_add).map_err(|_| WcStatus::LocLenErr)?;
     // CAST: the low two bytes, as the WQE format says.
     let (placement_type, selectivity) = ((w.swap & 0xff) as u8, ((w.swap >> 8) & 0xff) as u8);
-    if !matches!(placement_type, FLUSH_GLOBAL_TYPE | FLUSH_PERSISTENT_TYPE) || selectivity > FLUSH_LEVEL_MR {
+    if !matches!(placement_type, FLUSH_GLOBAL_TYPE | FLUSH_PERSISTENT_TYPE)
+        || selectivity > FLUSH_LEVEL_MR
+    {
         return Err(WcStatus::LocQpOpErr);
     }
     if *budget == 0 || st.una.distance(st.npsn) >= WINDOW {
@@ -578,18 +696,30 @@ fn send_flush(
     *budget -= 1;
     st.set_wqe_psn(idx, st.npsn, st.npsn, true);
     st.reads_out += 1;
-    let Some(path) = st.path.as_ref() else { return Err(WcStatus::LocQpOpErr) };
+    let Some(path) = st.path.as_ref() else {
+        return Err(WcStatus::LocQpOpErr);
+    };
     let mut bth = Bth::new(Opcode::RcFlush, DEFAULT_PKEY, st.attr.dest_qp_num, st.npsn);
     bth.ack_req = true;
     let ext = Ext {
-        feth: Some(headers::Feth { selectivity, placement_type }),
-        reth: Some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }),
+        feth: Some(headers::Feth {
+            selectivity,
+            placement_type,
+        }),
+        reth: Some(Reth {
+            va: w.remote_addr,
+            rkey: w.rkey,
+            dma_len: len,
+        }),
         ..Ext::default()
     };
     let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
     let _ = path.send_icrc(sport, &bth, &ext, 0, |_| true, st.flush_icrc_rxe);
     if st.flush_icrc_rxe {
-        qp.device().data().counters.event(crate::rx::Event::TxFlushIcrcRxe);
+        qp.device()
+            .data()
+            .counters
+            .event(crate::rx::Event::TxFlushIcrcRxe);
     }
     // One packet: the WQE is wholly sent, as `send_connected` leaves it.
     st.sq_pkt = 0;
@@ -610,7 +740,13 @@ fn this_dev_credits(qp: &Qp<Roxe>) -> &crate::limits::Credits {
 /// (`held`, `wait` and `short_since` are the QP state's `read_held`,
 /// `credit_wait` and `credit_short_since`; the caller holds a borrow of
 /// its path.)
-fn take_read_credits(qp: &Qp<Roxe>, held: &mut u32, wait: &mut bool, short_since: &mut Option<i64>, n: u32) -> bool {
+fn take_read_credits(
+    qp: &Qp<Roxe>,
+    held: &mut u32,
+    wait: &mut bool,
+    short_since: &mut Option<i64>,
+    n: u32,
+) -> bool {
     let pool = this_dev_credits(qp);
     if pool.take(n) {
         *held += n;
@@ -621,7 +757,10 @@ fn take_read_credits(qp: &Qp<Roxe>, held: &mut u32, wait: &mut bool, short_since
     let since = *short_since.get_or_insert(now);
     if *held == 0 && now - since >= crate::limits::CREDIT_STARVED_MS && pool.overdraw(n) {
         *held += n;
-        qp.device().data().counters.event(crate::rx::Event::ReadCreditOverdraft);
+        qp.device()
+            .data()
+            .counters
+            .event(crate::rx::Event::ReadCreditOverdraft);
         return true;
     }
     *wait = true;
@@ -654,8 +793,13 @@ fn send_connected(
     let atomic = matches!(op, SendOp::CmpSwap | SendOp::FetchAdd);
     // Atomic Write's 8 bytes come from the message, or (with no SGE and no
     // inline data, as `ibv_wr_atomic_write` posts it) from `compare_add`.
-    let value_in_wqe = op == SendOp::AtomicWrite && w.num_sge == 0 && w.send_flags & SEND_INLINE == 0;
-    let len = if value_in_wqe { 8 } else { msg_len(qp.data(), idx, w)? };
+    let value_in_wqe =
+        op == SendOp::AtomicWrite && w.num_sge == 0 && w.send_flags & SEND_INLINE == 0;
+    let len = if value_in_wqe {
+        8
+    } else {
+        msg_len(qp.data(), idx, w)?
+    };
     if atomic && (len < 8 || w.remote_addr % 8 != 0) {
         return Err(WcStatus::LocLenErr);
     }
@@ -664,9 +808,19 @@ fn send_connected(
     if atomic_write && len != 8 {
         return Err(WcStatus::LocLenErr);
     }
-    let route_mtu = st.path.as_ref().map(Path::mtu).ok_or(WcStatus::LocQpOpErr)?;
-    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes).min(route_mtu);
-    let n = if atomic { 1 } else { seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)? };
+    let route_mtu = st
+        .path
+        .as_ref()
+        .map(Path::mtu)
+        .ok_or(WcStatus::LocQpOpErr)?;
+    let mtu = IbMtu::from_enum(st.attr.path_mtu)
+        .map_or(1024, IbMtu::bytes)
+        .min(route_mtu);
+    let n = if atomic {
+        1
+    } else {
+        seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)?
+    };
     let rc = t == Wire::Rc;
     let waits = op == SendOp::RdmaRead || atomic || atomic_write;
     // The first piece of a read took its credits before anything of the
@@ -681,7 +835,15 @@ fn send_connected(
         if *budget == 0 || (rc && st.una.distance(st.npsn) >= WINDOW) || read_full {
             return Ok(None);
         }
-        if op == SendOp::RdmaRead && !take_read_credits(qp, &mut st.read_held, &mut st.credit_wait, &mut st.credit_short_since, n.min(READ_WINDOW)) {
+        if op == SendOp::RdmaRead
+            && !take_read_credits(
+                qp,
+                &mut st.read_held,
+                &mut st.credit_wait,
+                &mut st.credit_short_since,
+                n.min(READ_WINDOW),
+            )
+        {
             return Ok(None);
         }
         prepaid = op == SendOp::RdmaRead;
@@ -690,7 +852,9 @@ fn send_connected(
             st.reads_out += 1;
         }
     }
-    let Some(path) = st.path.as_ref() else { return Err(WcStatus::LocQpOpErr) };
+    let Some(path) = st.path.as_ref() else {
+        return Err(WcStatus::LocQpOpErr);
+    };
     let (first, _, _) = st.wqe_psn(idx);
     let dqpn = st.attr.dest_qp_num;
     let sport = udp::source_port(qp.qp_num(), dqpn);
@@ -707,10 +871,21 @@ fn send_connected(
             let opcode = seg::request_opcode(t, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
             let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.npsn);
             bth.ack_req = true;
-            let (swap_add, compare) =
-                if op == SendOp::CmpSwap { (w.swap, w.compare_add) } else { (w.compare_add, 0) };
-            let aeth = headers::AtomicEth { va: w.remote_addr, rkey: w.rkey, swap_add, compare };
-            let ext = Ext { atomic_eth: Some(aeth), ..Ext::default() };
+            let (swap_add, compare) = if op == SendOp::CmpSwap {
+                (w.swap, w.compare_add)
+            } else {
+                (w.compare_add, 0)
+            };
+            let aeth = headers::AtomicEth {
+                va: w.remote_addr,
+                rkey: w.rkey,
+                swap_add,
+                compare,
+            };
+            let ext = Ext {
+                atomic_eth: Some(aeth),
+                ..Ext::default()
+            };
             let _ = path.send(sport, &bth, &ext, 0, |_| true);
             st.sq_pkt = 1;
             st.npsn = st.npsn.next();
@@ -735,16 +910,34 @@ fn send_connected(
                     *budget += 1;
                     return Ok(None);
                 }
-                if !take_read_credits(qp, &mut st.read_held, &mut st.credit_wait, &mut st.credit_short_since, span) {
+                if !take_read_credits(
+                    qp,
+                    &mut st.read_held,
+                    &mut st.credit_wait,
+                    &mut st.credit_short_since,
+                    span,
+                ) {
                     *budget += 1;
                     return Ok(None);
                 }
             }
             let sub_len = (len - off).min(span * mtu);
-            let mut bth = Bth::new(Opcode::RcRdmaReadRequest, DEFAULT_PKEY, dqpn, first.wrapping_add(i));
+            let mut bth = Bth::new(
+                Opcode::RcRdmaReadRequest,
+                DEFAULT_PKEY,
+                dqpn,
+                first.wrapping_add(i),
+            );
             bth.ack_req = true;
-            let reth = Reth { va: w.remote_addr.wrapping_add(u64::from(off)), rkey: w.rkey, dma_len: sub_len };
-            let ext = Ext { reth: Some(reth), ..Ext::default() };
+            let reth = Reth {
+                va: w.remote_addr.wrapping_add(u64::from(off)),
+                rkey: w.rkey,
+                dma_len: sub_len,
+            };
+            let ext = Ext {
+                reth: Some(reth),
+                ..Ext::default()
+            };
             let _ = path.send(sport, &bth, &ext, 0, |_| true);
             st.sq_pkt += span;
             st.npsn = first.wrapping_add(st.sq_pkt);
@@ -762,16 +955,27 @@ fn send_connected(
         // window, so the window keeps opening inside long messages.
         bth.ack_req = rc && (pos.ends_message() || (i + 1) % (WINDOW / 2) == 0);
         let ext = Ext {
-            reth: (matches!(opcode.operation(), Operation::RdmaWrite | Operation::AtomicWrite) && pos.starts_message())
-                .then_some(Reth { va: w.remote_addr, rkey: w.rkey, dma_len: len }),
+            reth: (matches!(
+                opcode.operation(),
+                Operation::RdmaWrite | Operation::AtomicWrite
+            ) && pos.starts_message())
+            .then_some(Reth {
+                va: w.remote_addr,
+                rkey: w.rkey,
+                dma_len: len,
+            }),
             immdt: opcode.has_immediate().then_some(imm),
-            ieth: opcode.has_invalidate().then_some(headers::Ieth { rkey: w.imm_data }),
+            ieth: opcode
+                .has_invalidate()
+                .then_some(headers::Ieth { rkey: w.imm_data }),
             ..Ext::default()
         };
         let mut err = None;
         let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
             let got = if value_in_wqe {
-                buf.get_mut(..8).map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes())).ok_or(WcStatus::LocLenErr)
+                buf.get_mut(..8)
+                    .map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes()))
+                    .ok_or(WcStatus::LocLenErr)
             } else {
                 gather(qp, idx, w, off, buf)
             };
@@ -800,13 +1004,20 @@ pub(crate) struct Meta<'a> {
 }
 
 /// Handles a verified packet for QP `qp`.
-pub(crate) fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Result<(), Drop> {
+pub(crate) fn receive(
+    qp: &Qp<Roxe>,
+    pkt: &Packet<'_>,
+    meta: &Meta<'_>,
+) -> core::result::Result<(), Drop> {
     let this = qp.data();
     let mut st = this.state.lock();
     if wire(this.qp_type) != pkt.opcode.transport() {
         return Err(Drop::Transport);
     }
-    if !matches!(st.attr.state, State::Rtr | State::Rts | State::Sqd | State::Sqe) {
+    if !matches!(
+        st.attr.state,
+        State::Rtr | State::Rts | State::Sqd | State::Sqe
+    ) {
         return Err(Drop::State);
     }
     // A connected QP hears only its peer, at the address it was given.
@@ -917,7 +1128,12 @@ fn push_recv(qp: &Qp<Roxe>, cqe: Cqe, solicited: bool) {
     }
 }
 
-fn recv_ud(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Result<(), Drop> {
+fn recv_ud(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+    meta: &Meta<'_>,
+) -> core::result::Result<(), Drop> {
     let deth = pkt.ext.deth.ok_or(Drop::Transport)?;
     // QP1 takes any Q_Key's datagrams only with the GSI Q_Key.
     if deth.qkey != st.attr.qkey {
@@ -931,7 +1147,10 @@ fn recv_ud(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, meta: &Meta<'_>) -
     .ok_or(Drop::Transport)?;
     // A datagram is one packet of at most the port's MTU; a longer one is
     // dropped before it takes a receive.
-    let mtu = st.ndev.as_ref().and_then(|nd| IbMtu::for_netdev_mtu(nd.mtu()));
+    let mtu = st
+        .ndev
+        .as_ref()
+        .and_then(|nd| IbMtu::for_netdev_mtu(nd.mtu()));
     let mtu = mtu.unwrap_or(IbMtu::Mtu256);
     if pkt.payload.len() > mtu.bytes() as usize {
         return Err(Drop::Length);
@@ -944,13 +1163,24 @@ fn recv_ud(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, meta: &Meta<'_>) -
     let res = if u64::from(byte_len) > r.total() {
         Err(WcStatus::LocLenErr)
     } else {
-        r.scatter(dev, pd, 0, &grh).and_then(|()| r.scatter(dev, pd, grh.len() as u64, pkt.payload))
+        r.scatter(dev, pd, 0, &grh)
+            .and_then(|()| r.scatter(dev, pd, grh.len() as u64, pkt.payload))
     };
-    let mut cqe = recv_cqe(qp, r.wr_id, WcOp::Recv, res.err().unwrap_or(WcStatus::Success), byte_len);
+    let mut cqe = recv_cqe(
+        qp,
+        r.wr_id,
+        WcOp::Recv,
+        res.err().unwrap_or(WcStatus::Success),
+        byte_len,
+    );
     cqe.src_qp = deth.src_qpn;
     cqe.wc_flags = WC_GRH;
     // `enum rdma_network_type`: kernel consumers parse the GRH by it.
-    cqe.network_hdr_type = if meta.ip.first().map(|b| b >> 4) == Some(6) { 3 } else { 2 };
+    cqe.network_hdr_type = if meta.ip.first().map(|b| b >> 4) == Some(6) {
+        3
+    } else {
+        2
+    };
     if let Some(imm) = pkt.ext.immdt {
         cqe.wc_flags |= WC_WITH_IMM;
         cqe.imm_data = imm.0.to_be();
@@ -962,9 +1192,26 @@ fn recv_ud(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, meta: &Meta<'_>) -
 /// Sends an ACK or NAK for `psn`.
 fn send_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, syndrome: Syndrome) {
     let Some(path) = st.path.as_ref() else { return };
-    let bth = Bth::new(Opcode::RcAcknowledge, DEFAULT_PKEY, st.attr.dest_qp_num, psn);
-    let ext = Ext { aeth: Some(Aeth { syndrome: syndrome.to_u8(), msn: st.msn }), ..Ext::default() };
-    let _ = path.send(udp::source_port(qp.qp_num(), st.attr.dest_qp_num), &bth, &ext, 0, |_| true);
+    let bth = Bth::new(
+        Opcode::RcAcknowledge,
+        DEFAULT_PKEY,
+        st.attr.dest_qp_num,
+        psn,
+    );
+    let ext = Ext {
+        aeth: Some(Aeth {
+            syndrome: syndrome.to_u8(),
+            msn: st.msn,
+        }),
+        ..Ext::default()
+    };
+    let _ = path.send(
+        udp::source_port(qp.qp_num(), st.attr.dest_qp_num),
+        &bth,
+        &ext,
+        0,
+        |_| true,
+    );
 }
 
 fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
@@ -985,9 +1232,15 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             // atomics are replayed, never redone).
             if pkt.opcode == Opcode::RcRdmaReadRequest {
                 return replay_read(qp, st, pkt);
-            } else if matches!(pkt.opcode.operation(), Operation::CompareSwap | Operation::FetchAdd) {
+            } else if matches!(
+                pkt.opcode.operation(),
+                Operation::CompareSwap | Operation::FetchAdd
+            ) {
                 return replay_atomic(qp, st, pkt);
-            } else if matches!(pkt.opcode.operation(), Operation::AtomicWrite | Operation::Flush) {
+            } else if matches!(
+                pkt.opcode.operation(),
+                Operation::AtomicWrite | Operation::Flush
+            ) {
                 // Answered again, not written again (a flush again would
                 // change nothing), and only if one was executed at this
                 // PSN: its answer would otherwise stand in for any read
@@ -1084,15 +1337,23 @@ fn respond(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::R
             if pos.ends_message() {
                 st.msn = (st.msn + 1) & 0x00ff_ffff;
             }
-            let is_atomic =
-                matches!(op, Operation::CompareSwap | Operation::FetchAdd | Operation::AtomicWrite | Operation::Flush);
+            let is_atomic = matches!(
+                op,
+                Operation::CompareSwap
+                    | Operation::FetchAdd
+                    | Operation::AtomicWrite
+                    | Operation::Flush
+            );
             if rc && pkt.bth.ack_req && !is_atomic {
                 send_ack(qp, st, psn, Syndrome::ACK);
             }
             Ok(())
         }
         Err(Nak::Rnr) => {
-            if let (true, Some(t)) = (rc, crate::proto::aeth::RnrTimer::from_code(st.attr.min_rnr_timer)) {
+            if let (true, Some(t)) = (
+                rc,
+                crate::proto::aeth::RnrTimer::from_code(st.attr.min_rnr_timer),
+            ) {
                 send_ack(qp, st, psn, Syndrome::RnrNak(t));
             }
             Err(Drop::NoRecv)
@@ -1180,25 +1441,38 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
     }
     let dev = qp.device();
     let pd = qp.pd_id();
-    let Some(p) = st.recv.as_mut() else { return Err(Nak::Invalid) };
-    let end = p.off.checked_add(pkt.payload.len() as u64).filter(|e| *e <= MAX_MSG);
+    let Some(p) = st.recv.as_mut() else {
+        return Err(Nak::Invalid);
+    };
+    let end = p
+        .off
+        .checked_add(pkt.payload.len() as u64)
+        .filter(|e| *e <= MAX_MSG);
     let placed = match end {
         Some(_) => p.wqe.scatter(dev, pd, p.off, pkt.payload),
         None => Err(WcStatus::LocLenErr),
     };
     if let Err(status) = placed {
-        let Some(p) = st.recv.take() else { return Err(Nak::Invalid) };
+        let Some(p) = st.recv.take() else {
+            return Err(Nak::Invalid);
+        };
         // CAST: `off` is at most MAX_MSG (2^31).
         let mut cqe = recv_cqe(qp, p.wqe.wr_id, WcOp::Recv, status, p.off as u32);
         cqe.src_qp = st.attr.dest_qp_num;
         push_recv(qp, cqe, true);
-        return Err(if status == WcStatus::LocLenErr { Nak::Length } else { Nak::Operational });
+        return Err(if status == WcStatus::LocLenErr {
+            Nak::Length
+        } else {
+            Nak::Operational
+        });
     }
     p.off = end.unwrap_or(p.off);
     if !pos.ends_message() {
         return Ok(());
     }
-    let Some(p) = st.recv.take() else { return Err(Nak::Invalid) };
+    let Some(p) = st.recv.take() else {
+        return Err(Nak::Invalid);
+    };
     // CAST: at most MAX_MSG (2^31).
     let mut cqe = recv_cqe(qp, p.wqe.wr_id, WcOp::Recv, WcStatus::Success, p.off as u32);
     cqe.src_qp = st.attr.dest_qp_num;
@@ -1225,7 +1499,12 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
 }
 
 /// An RDMA WRITE packet: the first names the target, each writes its part.
-fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) -> core::result::Result<(), Nak> {
+fn recv_write(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+    access: u32,
+) -> core::result::Result<(), Nak> {
     let pos = pkt.opcode.position();
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
     if pos.starts_message() {
@@ -1240,12 +1519,28 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
             return Err(Nak::Access);
         }
         if reth.dma_len != 0 {
-            mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, reth.dma_len, REMOTE_WRITE, |_, _| Ok(()))
-                .map_err(|_| Nak::Access)?;
+            mr::with_rkey(
+                dev,
+                reth.rkey,
+                pd,
+                qpn,
+                reth.va,
+                reth.dma_len,
+                REMOTE_WRITE,
+                |_, _| Ok(()),
+            )
+            .map_err(|_| Nak::Access)?;
         }
-        st.wctx = Some(crate::qp::WriteProgress { rkey: reth.rkey, va: reth.va, len: reth.dma_len, off: 0 });
+        st.wctx = Some(crate::qp::WriteProgress {
+            rkey: reth.rkey,
+            va: reth.va,
+            len: reth.dma_len,
+            off: 0,
+        });
     }
-    let Some(w) = st.wctx.as_mut() else { return Err(Nak::Invalid) };
+    let Some(w) = st.wctx.as_mut() else {
+        return Err(Nak::Invalid);
+    };
     // CAST: a payload is at most one MTU (`resp::payload_len_ok`).
     let n = pkt.payload.len() as u32;
     let Some((va, end)) = resp::write_place(w.va, w.off, n, w.len, pos) else {
@@ -1276,15 +1571,21 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
         st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0 });
     }
     if n != 0 {
-        mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |m, o| m.write(o, pkt.payload))
-            .map_err(|_: KeyError| Nak::Access)?;
+        mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |m, o| {
+            m.write(o, pkt.payload)
+        })
+        .map_err(|_: KeyError| Nak::Access)?;
     }
-    let Some(w) = st.wctx.as_mut() else { return Err(Nak::Invalid) };
+    let Some(w) = st.wctx.as_mut() else {
+        return Err(Nak::Invalid);
+    };
     w.off = end;
     if !pos.ends_message() {
         return Ok(());
     }
-    let Some(w) = st.wctx.take() else { return Err(Nak::Invalid) };
+    let Some(w) = st.wctx.take() else {
+        return Err(Nak::Invalid);
+    };
     if let (Some(imm), Some(r)) = (imm, st.recv.take()) {
         let mut cqe = recv_cqe(qp, r.wqe.wr_id, WcOp::RecvRdmaImm, WcStatus::Success, w.len);
         cqe.src_qp = st.attr.dest_qp_num;
@@ -1298,13 +1599,27 @@ fn recv_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, access: u32) ->
 /// Sends the ATOMIC ACKNOWLEDGE for `psn` with the original value.
 fn send_atomic_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, orig: u64) {
     let Some(path) = st.path.as_ref() else { return };
-    let bth = Bth::new(Opcode::RcAtomicAcknowledge, DEFAULT_PKEY, st.attr.dest_qp_num, psn);
+    let bth = Bth::new(
+        Opcode::RcAtomicAcknowledge,
+        DEFAULT_PKEY,
+        st.attr.dest_qp_num,
+        psn,
+    );
     let ext = Ext {
-        aeth: Some(Aeth { syndrome: Syndrome::ACK.to_u8(), msn: st.msn }),
+        aeth: Some(Aeth {
+            syndrome: Syndrome::ACK.to_u8(),
+            msn: st.msn,
+        }),
         atomic_ack_eth: Some(headers::AtomicAckEth { orig }),
         ..Ext::default()
     };
-    let _ = path.send(udp::source_port(qp.qp_num(), st.attr.dest_qp_num), &bth, &ext, 0, |_| true);
+    let _ = path.send(
+        udp::source_port(qp.qp_num(), st.attr.dest_qp_num),
+        &bth,
+        &ext,
+        0,
+        |_| true,
+    );
 }
 
 /// Executes a CmpSwap or FetchAdd on 8 aligned bytes of an MR, answers it,
@@ -1332,7 +1647,12 @@ fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Re
     .map_err(|_| Nak::Access)?;
     let psn = pkt.bth.psn;
     let slot = st.atomic_next % st.atomic_replay.len();
-    st.atomic_replay[slot] = AtomicDone { psn: psn.get(), rkey: a.rkey, va: a.va, orig };
+    st.atomic_replay[slot] = AtomicDone {
+        psn: psn.get(),
+        rkey: a.rkey,
+        va: a.va,
+        orig,
+    };
     st.atomic_next = st.atomic_next.wrapping_add(1);
     // The ACK carries the MSN of this message.
     st.msn = (st.msn + 1) & 0x00ff_ffff;
@@ -1345,11 +1665,20 @@ fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Re
 /// found, without executing it again: only if an atomic was executed at
 /// its PSN with the same rkey and address, and the QP and the key still
 /// grant remote atomics there, as they did for the original.
-fn replay_atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
+fn replay_atomic(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+) -> core::result::Result<(), Drop> {
     let a = pkt.ext.atomic_eth.ok_or(Drop::Duplicate)?;
     let psn = pkt.bth.psn;
-    let done = st.atomic_replay.iter().find(|d| d.psn == psn.get() && d.rkey == a.rkey && d.va == a.va);
-    let Some(&AtomicDone { orig, .. }) = done else { return Err(Drop::Duplicate) };
+    let done = st
+        .atomic_replay
+        .iter()
+        .find(|d| d.psn == psn.get() && d.rkey == a.rkey && d.va == a.va);
+    let Some(&AtomicDone { orig, .. }) = done else {
+        return Err(Drop::Duplicate);
+    };
     if st.attr.access_flags & REMOTE_ATOMIC == 0 {
         return Err(Drop::Duplicate);
     }
@@ -1365,31 +1694,62 @@ fn replay_atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
 /// `psn`, among its read requests: an empty read, whose answer is the same
 /// empty RDMA READ RESPONSE ONLY that a duplicate of it gets.
 fn answered_empty(psn: Psn) -> ReadRequest {
-    ReadRequest { va: 0, psn, rkey: 0, len: 0 }
+    ReadRequest {
+        va: 0,
+        psn,
+        rkey: 0,
+        len: 0,
+    }
 }
 
 /// Sends the empty RDMA READ RESPONSE ONLY that acknowledges an Atomic
 /// Write at `psn`, with MSN `msn`.
 fn send_read_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, msn: u32) {
     let Some(path) = st.path.as_ref() else { return };
-    let bth = Bth::new(Opcode::RcRdmaReadResponseOnly, DEFAULT_PKEY, st.attr.dest_qp_num, psn);
-    let ext = Ext { aeth: Some(Aeth { syndrome: Syndrome::ACK.to_u8(), msn }), ..Ext::default() };
-    let _ = path.send(udp::source_port(qp.qp_num(), st.attr.dest_qp_num), &bth, &ext, 0, |_| true);
+    let bth = Bth::new(
+        Opcode::RcRdmaReadResponseOnly,
+        DEFAULT_PKEY,
+        st.attr.dest_qp_num,
+        psn,
+    );
+    let ext = Ext {
+        aeth: Some(Aeth {
+            syndrome: Syndrome::ACK.to_u8(),
+            msn,
+        }),
+        ..Ext::default()
+    };
+    let _ = path.send(
+        udp::source_port(qp.qp_num(), st.attr.dest_qp_num),
+        &bth,
+        &ext,
+        0,
+        |_| true,
+    );
 }
 
 /// Executes an Atomic Write: 8 bytes to an aligned address, in one store
 /// under the key-table lock, so no reader or remote atomic sees half of it.
-fn atomic_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
+fn atomic_write(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+) -> core::result::Result<(), Nak> {
     let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
     if reth.dma_len != 8 || pkt.payload.len() != 8 || reth.va % 8 != 0 {
         return Err(Nak::Invalid);
     }
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, 8, REMOTE_WRITE, |m, o| m.write(o, pkt.payload))
-        .map_err(|_| Nak::Access)?;
+    mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, 8, REMOTE_WRITE, |m, o| {
+        m.write(o, pkt.payload)
+    })
+    .map_err(|_| Nak::Access)?;
     // The response carries the MSN of this message.
     send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
-    st.reads.remember(answered_empty(pkt.bth.psn), usize::from(st.attr.max_dest_rd_atomic));
+    st.reads.remember(
+        answered_empty(pkt.bth.psn),
+        usize::from(st.attr.max_dest_rd_atomic),
+    );
     Ok(())
 }
 
@@ -1400,7 +1760,12 @@ fn atomic_write(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::resu
 /// flush right (for the range, or with the MR selectivity level for the
 /// whole MR; a remote access NAK otherwise). The answer is an empty read
 /// response, as for Atomic Write.
-fn flush(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, qp_access: u32) -> core::result::Result<(), Nak> {
+fn flush(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+    qp_access: u32,
+) -> core::result::Result<(), Nak> {
     let feth = pkt.ext.feth.ok_or(Nak::Invalid)?;
     let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
     let need = match feth.placement_type {
@@ -1418,12 +1783,24 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, qp_access: u32) -> c
     let checked = if feth.selectivity == FLUSH_LEVEL_MR {
         mr::check_whole(dev, reth.rkey, pd, need)
     } else {
-        mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, reth.dma_len, need, |_, _| Ok(()))
+        mr::with_rkey(
+            dev,
+            reth.rkey,
+            pd,
+            qpn,
+            reth.va,
+            reth.dma_len,
+            need,
+            |_, _| Ok(()),
+        )
     };
     checked.map_err(|_| Nak::Access)?;
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
     send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
-    st.reads.remember(answered_empty(pkt.bth.psn), usize::from(st.attr.max_dest_rd_atomic));
+    st.reads.remember(
+        answered_empty(pkt.bth.psn),
+        usize::from(st.attr.max_dest_rd_atomic),
+    );
     Ok(())
 }
 
@@ -1431,22 +1808,41 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>, qp_access: u32) -> c
 ///
 /// A request at the expected PSN is remembered, so that a duplicate of it
 /// can be answered again ([`replay_read`]).
-fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Nak> {
+fn read_response(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+) -> core::result::Result<(), Nak> {
     let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
     if reth.dma_len > resp::MAX_DMA_LEN {
         return Err(Nak::Length);
     }
     let mtu = path_mtu(st);
-    let Some(path) = st.path.as_ref() else { return Err(Nak::Invalid) };
+    let Some(path) = st.path.as_ref() else {
+        return Err(Nak::Invalid);
+    };
     let n = seg::packet_count(reth.dma_len, mtu).ok_or(Nak::Invalid)?;
     let dev = qp.device().data();
     let pd = qp.pd_id();
     let qpn = qp.qp_num();
     if reth.dma_len != 0 {
-        mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, reth.dma_len, REMOTE_READ, |_, _| Ok(()))
-            .map_err(|_| Nak::Access)?;
+        mr::with_rkey(
+            dev,
+            reth.rkey,
+            pd,
+            qpn,
+            reth.va,
+            reth.dma_len,
+            REMOTE_READ,
+            |_, _| Ok(()),
+        )
+        .map_err(|_| Nak::Access)?;
     }
-    let msn = if pkt.bth.psn == st.epsn { (st.msn + 1) & 0x00ff_ffff } else { st.msn };
+    let msn = if pkt.bth.psn == st.epsn {
+        (st.msn + 1) & 0x00ff_ffff
+    } else {
+        st.msn
+    };
     let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
     // At most one window of responses goes out per request: a requester
     // that asks for megabytes at once would otherwise get thousands of
@@ -1459,10 +1855,18 @@ fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
         let off = i * mtu;
         // `off` is below the DMA length, or both are 0.
         let plen = reth.dma_len.saturating_sub(off).min(mtu);
-        let mut bth = Bth::new(opcode, DEFAULT_PKEY, st.attr.dest_qp_num, pkt.bth.psn.wrapping_add(i));
+        let mut bth = Bth::new(
+            opcode,
+            DEFAULT_PKEY,
+            st.attr.dest_qp_num,
+            pkt.bth.psn.wrapping_add(i),
+        );
         bth.pad = headers::pad_len(plen as usize);
         let ext = Ext {
-            aeth: (pos != Position::Middle).then_some(Aeth { syndrome: Syndrome::ACK.to_u8(), msn }),
+            aeth: (pos != Position::Middle).then_some(Aeth {
+                syndrome: Syndrome::ACK.to_u8(),
+                msn,
+            }),
             ..Ext::default()
         };
         // Below the end of the range the key check passed (an empty read
@@ -1470,14 +1874,23 @@ fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
         let va = reth.va.wrapping_add(u64::from(off));
         let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
             buf.is_empty()
-                || mr::with_rkey(dev, reth.rkey, pd, qpn, va, plen, REMOTE_READ, |m, o| m.read(o, buf)).is_ok()
+                || mr::with_rkey(dev, reth.rkey, pd, qpn, va, plen, REMOTE_READ, |m, o| {
+                    m.read(o, buf)
+                })
+                .is_ok()
         });
     }
     if pkt.bth.psn == st.epsn {
         st.epsn = pkt.bth.psn.wrapping_add(n);
         st.msn = msn;
-        let req = ReadRequest { va: reth.va, psn: pkt.bth.psn, rkey: reth.rkey, len: reth.dma_len };
-        st.reads.remember(req, usize::from(st.attr.max_dest_rd_atomic));
+        let req = ReadRequest {
+            va: reth.va,
+            psn: pkt.bth.psn,
+            rkey: reth.rkey,
+            len: reth.dma_len,
+        };
+        st.reads
+            .remember(req, usize::from(st.attr.max_dest_rd_atomic));
     }
     Ok(())
 }
@@ -1488,9 +1901,18 @@ fn read_response(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::res
 /// QP and the key still allow it: `read_response` checks the key and range
 /// again. Anything else is dropped unanswered, as `Drop::Duplicate`; an
 /// answered duplicate counts as `Drop::Psn`, as other duplicates do.
-fn replay_read(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
+fn replay_read(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+) -> core::result::Result<(), Drop> {
     let reth = pkt.ext.reth.ok_or(Drop::Duplicate)?;
-    let dup = ReadRequest { va: reth.va, psn: pkt.bth.psn, rkey: reth.rkey, len: reth.dma_len };
+    let dup = ReadRequest {
+        va: reth.va,
+        psn: pkt.bth.psn,
+        rkey: reth.rkey,
+        len: reth.dma_len,
+    };
     if st.attr.access_flags & REMOTE_READ == 0 || st.reads.find(&dup, path_mtu(st)).is_none() {
         return Err(Drop::Duplicate);
     }
@@ -1630,7 +2052,9 @@ fn complete(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::
     // one out of reach (forged without the live PSN) must not fail or
     // rewind today's work.
     let nak_window_end = Psn::new(st.una.get().wrapping_add(WINDOW + 1));
-    if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_))) && !psn.in_range(st.una, nak_window_end) {
+    if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_)))
+        && !psn.in_range(st.una, nak_window_end)
+    {
         return Err(Drop::Psn);
     }
     match syndrome {
@@ -1711,7 +2135,11 @@ fn go_back(qp: &Qp<Roxe>, st: &mut QpState) {
     st.release_reads(&qp.device().data().read_credits);
     if outstanding(st) {
         let (first, last, waits) = st.wqe_psn(st.sq_consumer);
-        let resume = if st.una.in_range(first, last.next()) { st.una } else { first };
+        let resume = if st.una.in_range(first, last.next()) {
+            st.una
+        } else {
+            first
+        };
         st.sq_sent = st.sq_consumer;
         st.sq_pkt = first.distance(resume);
         st.npsn = resume;
@@ -1738,7 +2166,10 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
     let this = qp.data();
     let mut st = this.state.lock();
     let st = &mut *st;
-    if this.posted.swap(false, core::sync::atomic::Ordering::AcqRel) {
+    if this
+        .posted
+        .swap(false, core::sync::atomic::Ordering::AcqRel)
+    {
         // A kernel consumer posted with interrupts off.
         crate::qp::run_kernel_posts(qp, st);
     }
@@ -1771,7 +2202,9 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         // standard ICRC on FLUSH and wants its own: until a FLUSH of this
         // QP is answered, each timeout of one switches between the two
         // (Documentation/datapath.md, Flush).
-        if !st.flush_icrc_known && SendOp::from_raw(this.sq.read(st.sq_consumer).opcode) == Some(SendOp::Flush) {
+        if !st.flush_icrc_known
+            && SendOp::from_raw(this.sq.read(st.sq_consumer).opcode) == Some(SendOp::Flush)
+        {
             st.flush_icrc_rxe = !st.flush_icrc_rxe;
         }
     }
@@ -1873,11 +2306,24 @@ fn ack_before_read(qp: &Qp<Roxe>, st: &mut QpState) {
 }
 
 /// Writes a read response's payload into the local SGEs of read WQE `idx`.
-fn scatter_read(qp: &Qp<Roxe>, idx: u32, w: &SendWqe, off: u32, data: &[u8]) -> core::result::Result<(), WcStatus> {
+fn scatter_read(
+    qp: &Qp<Roxe>,
+    idx: u32,
+    w: &SendWqe,
+    off: u32,
+    data: &[u8],
+) -> core::result::Result<(), WcStatus> {
     let (dev, pd) = (qp.device().data(), qp.pd_id());
-    for_pieces(send_sges(qp.data(), idx, w), u64::from(off), data.len(), |va, lkey, r| {
-        let src = &data[r];
-        // CAST: a piece is at most an SGE length.
-        mr::with_key(dev, lkey, pd, |m| m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src))
-    })
+    for_pieces(
+        send_sges(qp.data(), idx, w),
+        u64::from(off),
+        data.len(),
+        |va, lkey, r| {
+            let src = &data[r];
+            // CAST: a piece is at most an SGE length.
+            mr::with_key(dev, lkey, pd, |m| {
+                m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src)
+            })
+        },
+    )
 }

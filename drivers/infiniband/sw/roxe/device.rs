@@ -2,33 +2,38 @@
 
 //! The roxe device: creation through `rdma link add`, and its attributes.
 
-use crate::net::NetDevice;
-use crate::proto::mtu::IbMtu;
-use crate::rdma::attr::{DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP};
-use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN};
-use crate::rdma::link::LinkOps;
-use crate::rdma::sysfs::Buffer;
-use crate::cq::{self, RoxeCq};
 use crate::ah::{self, AhInfo, RoxeAh};
-use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_PD, MAX_QP, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_MW, MAX_RES_RD_ATOM, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
+use crate::cq::{self, RoxeCq};
+use crate::limits::{
+    Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_MW, MAX_PD, MAX_QP, MAX_QP_RD_ATOM,
+    MAX_QP_WR, MAX_RES_RD_ATOM, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR,
+};
+use crate::mr::{self, RoxeMr};
 use crate::mw::{self, RoxeMw};
-use crate::rdma::mw::MwType;
+use crate::net::NetDevice;
+use crate::pd::{self, RoxePd};
+use crate::proto::mtu::IbMtu;
 use crate::proto::wr::MAX_SGE;
 use crate::qp::{self, RoxeQp};
-use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
-use crate::srq::{self, RoxeSrq};
-use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit};
-use core::sync::atomic::AtomicBool;
 use crate::rdma::ah::AhAttr;
-use crate::mr::{self, RoxeMr};
-use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
-use crate::rdma::pd::Pd;
-use crate::table::Table;
-use crate::pd::{self, RoxePd};
+use crate::rdma::attr::{
+    DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP,
+};
 use crate::rdma::cq::{Cq, CqInit, Notify};
+use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN};
+use crate::rdma::link::LinkOps;
+use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
+use crate::rdma::mw::MwType;
+use crate::rdma::pd::Pd;
+use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit};
+use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
+use crate::rdma::sysfs::Buffer;
 use crate::rdma::udata::UData;
+use crate::srq::{self, RoxeSrq};
+use crate::table::Table;
 use crate::uapi;
 use core::fmt::Write;
+use core::sync::atomic::AtomicBool;
 use kernel::c_str;
 use kernel::error::code::{EEXIST, EINVAL, ENODEV, ENOSPC, EPERM};
 use kernel::prelude::*;
@@ -51,7 +56,8 @@ const VENDOR_ID: u32 = 0xFF_FFFF;
 const DEFAULT_PKEY: u16 = 0xFFFF;
 
 /// The attribute libroxe looks for; its name is part of the shared ABI.
-const ABI_ATTR: &CStr = match CStr::from_bytes_with_nul(uapi::ABI_VERSION_ATTR.to_bytes_with_nul()) {
+const ABI_ATTR: &CStr = match CStr::from_bytes_with_nul(uapi::ABI_VERSION_ATTR.to_bytes_with_nul())
+{
     Ok(name) => name,
     Err(_) => panic!("the ABI attribute name is not a C string"),
 };
@@ -125,11 +131,18 @@ impl PinnedDrop for RoxeDev {
             ("QPs", self.qps.in_use()),
             ("SRQs", self.srqs.in_use()),
             ("MWs", self.mws.in_use()),
-            ("GSI QPs", u32::from(self.gsi_taken.load(core::sync::atomic::Ordering::Acquire))),
+            (
+                "GSI QPs",
+                u32::from(self.gsi_taken.load(core::sync::atomic::Ordering::Acquire)),
+            ),
         ];
         for (what, n) in left {
             if n != 0 {
-                pr_err!("device data dropped with {} {} still accounted: leaked by roxe\n", n, what);
+                pr_err!(
+                    "device data dropped with {} {} still accounted: leaked by roxe\n",
+                    n,
+                    what
+                );
             }
         }
     }
@@ -198,8 +211,16 @@ impl Driver for Roxe {
         let (active_speed, active_width) = dev.eth_speed(port)?;
         let active_mtu = IbMtu::for_netdev_mtu(ndev.mtu()).unwrap_or(IbMtu::Mtu256);
         Ok(PortAttr {
-            state: if up { PortState::Active } else { PortState::Down },
-            phys_state: if up { PhysState::LinkUp } else { PhysState::Disabled },
+            state: if up {
+                PortState::Active
+            } else {
+                PortState::Down
+            },
+            phys_state: if up {
+                PhysState::LinkUp
+            } else {
+                PhysState::Disabled
+            },
             max_mtu: IbMtu::MAX.to_enum(),
             active_mtu: active_mtu.to_enum(),
             phys_mtu: ndev.mtu(),
@@ -281,7 +302,11 @@ impl Driver for Roxe {
         mr::get_dma(pd, access)
     }
 
-    fn reg_user_mr(pd: &Pd<Self>, args: &UserMrArgs, udata: Option<&UData<'_>>) -> Result<(RoxeMr, MrInfo)> {
+    fn reg_user_mr(
+        pd: &Pd<Self>,
+        args: &UserMrArgs,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(RoxeMr, MrInfo)> {
         mr::reg_user(pd, args, udata)
     }
 
@@ -396,7 +421,12 @@ impl Driver for Roxe {
         srq::create(dev, attr, udata)
     }
 
-    fn modify_srq(s: &Srq<Self>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result {
+    fn modify_srq(
+        s: &Srq<Self>,
+        attr: &SrqAttr,
+        what: SrqModify,
+        udata: Option<&UData<'_>>,
+    ) -> Result {
         srq::modify(s, attr, what, udata)
     }
 
@@ -414,7 +444,12 @@ impl Driver for Roxe {
 
     type Mw = RoxeMw;
 
-    fn alloc_mw(dev: &Device<Self>, pd: &Pd<Self>, t: MwType, udata: Option<&UData<'_>>) -> Result<(RoxeMw, u32)> {
+    fn alloc_mw(
+        dev: &Device<Self>,
+        pd: &Pd<Self>,
+        t: MwType,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(RoxeMw, u32)> {
         mw::alloc(dev, pd, t, udata)
     }
 
@@ -431,11 +466,18 @@ impl LinkOps for Link {
 
     fn newlink(name: &CStr, ndev: &NetDevice) -> Result {
         if ndev.is_vlan() {
-            pr_err!("{}: create roxe on the real device under the VLAN instead\n", ndev.name());
+            pr_err!(
+                "{}: create roxe on the real device under the VLAN instead\n",
+                ndev.name()
+            );
             return Err(EPERM);
         }
         if let Some(existing) = Device::<Roxe>::get_by_netdev(ndev) {
-            pr_err!("{} already has roxe device {}\n", ndev.name(), existing.name());
+            pr_err!(
+                "{} already has roxe device {}\n",
+                ndev.name(),
+                existing.name()
+            );
             return Err(EEXIST);
         }
         let node_guid = ndev.eui64();
@@ -481,7 +523,12 @@ impl LinkOps for Link {
         }
         new.set_netdev(ndev, PORT)?;
         new.register(name)?;
-        pr_info!("{}: added on {} (ifindex {})\n", name, ndev.name(), ndev.ifindex());
+        pr_info!(
+            "{}: added on {} (ifindex {})\n",
+            name,
+            ndev.name(),
+            ndev.ifindex()
+        );
         Ok(())
     }
 }

@@ -65,8 +65,18 @@ impl Credits {
 
     /// Takes `n` credits, or none if fewer are left.
     pub(crate) fn take(&self, n: u32) -> bool {
-        let Ok(n) = i32::try_from(n) else { return false };
-        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| if c >= n { Some(c - n) } else { None }).is_ok()
+        let Ok(n) = i32::try_from(n) else {
+            return false;
+        };
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                if c >= n {
+                    Some(c - n)
+                } else {
+                    None
+                }
+            })
+            .is_ok()
     }
 
     /// Takes `n` credits that may not be there, down to a pool of
@@ -74,17 +84,24 @@ impl Credits {
     /// holding none overdraws, by one read request (`READ_WINDOW` packets)
     /// at a time.
     pub(crate) fn overdraw(&self, n: u32) -> bool {
-        let Ok(n) = i32::try_from(n) else { return false };
+        let Ok(n) = i32::try_from(n) else {
+            return false;
+        };
         // CAST: READ_CREDITS is small.
         let floor = -(READ_CREDITS as i32);
-        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| c.checked_sub(n).filter(|r| *r >= floor)).is_ok()
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                c.checked_sub(n).filter(|r| *r >= floor)
+            })
+            .is_ok()
     }
 
     /// Gives back `n` credits taken by [`Credits::take`] or
     /// [`Credits::overdraw`].
     pub(crate) fn give_back(&self, n: u32) {
         if n != 0 {
-            self.0.fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Ordering::AcqRel);
+            self.0
+                .fetch_add(i32::try_from(n).unwrap_or(i32::MAX), Ordering::AcqRel);
         }
     }
 }
@@ -105,14 +122,19 @@ pub(crate) struct Budget {
 impl Budget {
     /// A budget of `max` objects.
     pub(crate) const fn new(max: u32) -> Self {
-        Self { used: AtomicU32::new(0), max }
+        Self {
+            used: AtomicU32::new(0),
+            max,
+        }
     }
 
     /// Takes one unit, or fails with `ENOMEM` at the limit (the errno
     /// libibverbs users expect when a resource is exhausted).
     pub(crate) fn take(&self) -> Result {
         self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
             .map(|_| ())
             .map_err(|_| ENOMEM)
     }

@@ -36,7 +36,10 @@ pub(crate) struct Members {
 }
 
 impl Members {
-    const EMPTY: Self = Self { qpns: [0; MAX_QP_ATTACH], len: 0 };
+    const EMPTY: Self = Self {
+        qpns: [0; MAX_QP_ATTACH],
+        len: 0,
+    };
 
     /// The attached QP numbers.
     pub(crate) fn qpns(&self) -> &[u32] {

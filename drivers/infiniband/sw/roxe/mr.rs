@@ -13,19 +13,19 @@
 //! names a new MR only if both the index was recycled and the tag repeats.
 
 use crate::device::Roxe;
+use crate::proto::access::Window;
 use crate::proto::access::{self, AccessError};
 use crate::rdma::errno::eopnotsupp;
 use crate::rdma::mr::{KernelMemory, Mr, MrInfo, Rereg, UserMrArgs};
+use crate::rdma::mw::MwType;
 use crate::rdma::pd::Pd;
 use crate::rdma::random;
 use crate::rdma::udata::UData;
 use crate::rdma::umem::{PinnedRange, Umem};
-use crate::proto::access::Window;
-use crate::rdma::mw::MwType;
-use kernel::sync::Arc;
-use kernel::error::code::{EACCES, EINVAL, ENOMEM};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use kernel::error::code::{EACCES, EINVAL, ENOMEM};
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 /// How an MR reaches memory.
 pub(crate) enum Backing {
@@ -53,7 +53,12 @@ pub(crate) struct FastPages {
 impl FastPages {
     /// Copies between the mapped pages, from byte `off` of the range, and
     /// `len` bytes through `f(kernel address, range in the buffer)`.
-    fn each(&self, off: usize, len: usize, mut f: impl FnMut(u64, core::ops::Range<usize>) -> Result) -> core::result::Result<(), KeyError> {
+    fn each(
+        &self,
+        off: usize,
+        len: usize,
+        mut f: impl FnMut(u64, core::ops::Range<usize>) -> Result,
+    ) -> core::result::Result<(), KeyError> {
         let shift = self.shift.load(Ordering::Relaxed);
         let size = 1u64 << shift;
         let count = self.count.load(Ordering::Relaxed) as usize;
@@ -118,7 +123,12 @@ pub(crate) struct MwState {
 impl MwState {
     /// An unbound window.
     pub(crate) fn new(key: u32, pd: usize, mw_type: MwType) -> Self {
-        MwState { key, pd, mw_type, bound: None }
+        MwState {
+            key,
+            pd,
+            mw_type,
+            bound: None,
+        }
     }
 }
 
@@ -164,21 +174,33 @@ impl MrData {
     }
 
     fn usable(&self, key: u32, pd: usize) -> bool {
-        self.key() == key && self.pd.load(Ordering::Acquire) == pd && self.valid.load(Ordering::Relaxed)
+        self.key() == key
+            && self.pd.load(Ordering::Acquire) == pd
+            && self.valid.load(Ordering::Relaxed)
     }
 
     /// Checks that `len` bytes at `va` lie inside the MR and that `need`
     /// rights are granted; returns the byte offset into the MR.
-    pub(crate) fn check(&self, va: u64, len: u32, need: u32) -> core::result::Result<usize, KeyError> {
+    pub(crate) fn check(
+        &self,
+        va: u64,
+        len: u32,
+        need: u32,
+    ) -> core::result::Result<usize, KeyError> {
         if self.access() & need != need {
             return Err(KeyError::Access);
         }
         if let Backing::Dma = self.backing {
             // A DMA MR spans kernel memory: the offset is the address.
             // CAST: kernel addresses fit a usize.
-            return va.checked_add(u64::from(len)).map(|_| va as usize).ok_or(KeyError::Bounds);
+            return va
+                .checked_add(u64::from(len))
+                .map(|_| va as usize)
+                .ok_or(KeyError::Bounds);
         }
-        let off = va.checked_sub(self.iova.load(Ordering::Relaxed)).ok_or(KeyError::Bounds)?;
+        let off = va
+            .checked_sub(self.iova.load(Ordering::Relaxed))
+            .ok_or(KeyError::Bounds)?;
         let end = off.checked_add(u64::from(len)).ok_or(KeyError::Bounds)?;
         if end > self.length.load(Ordering::Relaxed) {
             return Err(KeyError::Bounds);
@@ -215,7 +237,11 @@ impl MrData {
     /// atomics.
     ///
     /// [`check`]: MrData::check
-    pub(crate) fn atomic(&self, off: usize, op: impl FnOnce(u64) -> u64) -> core::result::Result<u64, KeyError> {
+    pub(crate) fn atomic(
+        &self,
+        off: usize,
+        op: impl FnOnce(u64) -> u64,
+    ) -> core::result::Result<u64, KeyError> {
         let mut b = [0u8; 8];
         self.read(off, &mut b)?;
         let orig = u64::from_ne_bytes(b);
@@ -257,16 +283,26 @@ pub(crate) fn with_rkey<R>(
     dev.mr_table.locked(|t| match t.get(rkey >> 8) {
         Some(KeyEntry::Mr(m)) if m.usable(rkey, pd) => f(m, m.check(va, len, need)?),
         Some(KeyEntry::Mw(w)) if w.key == rkey && w.pd == pd => {
-            let Some((win, bound_qpn)) = w.bound else { return Err(KeyError::BadKey) };
+            let Some((win, bound_qpn)) = w.bound else {
+                return Err(KeyError::BadKey);
+            };
             if w.mw_type == MwType::Two && bound_qpn != qpn {
                 return Err(KeyError::BadKey);
             }
-            let at = win.translate(va, u64::from(len), need).ok_or(KeyError::Access)?;
+            let at = win
+                .translate(va, u64::from(len), need)
+                .ok_or(KeyError::Access)?;
             // A window's remote rights rest on the MR's: writing through it
             // needs the MR's local write still (and so a writable pin).
-            let mr_need = if need & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0 { access::LOCAL_WRITE } else { 0 };
+            let mr_need = if need & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0 {
+                access::LOCAL_WRITE
+            } else {
+                0
+            };
             match t.get(win.mr_key >> 8) {
-                Some(KeyEntry::Mr(m)) if m.usable(win.mr_key, pd) => f(m, m.check(at, len, mr_need)?),
+                Some(KeyEntry::Mr(m)) if m.usable(win.mr_key, pd) => {
+                    f(m, m.check(at, len, mr_need)?)
+                }
                 _ => Err(KeyError::BadKey),
             }
         }
@@ -277,7 +313,12 @@ pub(crate) fn with_rkey<R>(
 /// Checks that remote key `rkey` names a usable MR (not a window) of PD
 /// `pd` that grants `need`, for an operation on the whole MR (a FLUSH with
 /// the MR selectivity level, which names no range).
-pub(crate) fn check_whole(dev: &crate::device::RoxeDev, rkey: u32, pd: usize, need: u32) -> core::result::Result<(), KeyError> {
+pub(crate) fn check_whole(
+    dev: &crate::device::RoxeDev,
+    rkey: u32,
+    pd: usize,
+    need: u32,
+) -> core::result::Result<(), KeyError> {
     dev.mr_table.locked(|t| match t.get(rkey >> 8) {
         Some(KeyEntry::Mr(m)) if m.usable(rkey, pd) => {
             if m.access() & need == need {
@@ -312,13 +353,25 @@ pub(crate) struct BindArgs {
 }
 
 /// Binds the window named by `a.new_key`'s index, for QP `qpn` of PD `pd`.
-pub(crate) fn bind(dev: &crate::device::RoxeDev, pd: usize, qpn: u32, a: &BindArgs) -> core::result::Result<(), LocalError> {
+pub(crate) fn bind(
+    dev: &crate::device::RoxeDev,
+    pd: usize,
+    qpn: u32,
+    a: &BindArgs,
+) -> core::result::Result<(), LocalError> {
     dev.mr_table.locked(|t| {
         let mr = match t.get(a.mr_lkey >> 8) {
-            Some(KeyEntry::Mr(m)) if m.usable(a.mr_lkey, pd) => Some((m.access(), m.iova.load(Ordering::Relaxed), m.length.load(Ordering::Relaxed), matches!(m.backing, Backing::Dma))),
+            Some(KeyEntry::Mr(m)) if m.usable(a.mr_lkey, pd) => Some((
+                m.access(),
+                m.iova.load(Ordering::Relaxed),
+                m.length.load(Ordering::Relaxed),
+                matches!(m.backing, Backing::Dma),
+            )),
             _ => None,
         };
-        let Some(KeyEntry::Mw(w)) = t.get_mut(a.new_key >> 8) else { return Err(LocalError::Bind) };
+        let Some(KeyEntry::Mw(w)) = t.get_mut(a.new_key >> 8) else {
+            return Err(LocalError::Bind);
+        };
         let type1 = w.mw_type == MwType::One;
         if w.pd != pd || type1 != a.type1_call {
             return Err(LocalError::Bind);
@@ -330,9 +383,15 @@ pub(crate) fn bind(dev: &crate::device::RoxeDev, pd: usize, qpn: u32, a: &BindAr
         let win = match mr {
             // DMA MRs span all kernel memory: no window onto them.
             Some((acc, iova, len, false)) => {
-                Window::bind(a.mr_lkey, a.addr, a.len, a.access, type1, acc, iova, len).map_err(|_| LocalError::Bind)?
+                Window::bind(a.mr_lkey, a.addr, a.len, a.access, type1, acc, iova, len)
+                    .map_err(|_| LocalError::Bind)?
             }
-            _ if a.len == 0 && type1 => Window { mr_key: 0, addr: 0, len: 0, access: 0 },
+            _ if a.len == 0 && type1 => Window {
+                mr_key: 0,
+                addr: 0,
+                len: 0,
+                access: 0,
+            },
             _ => return Err(LocalError::Bind),
         };
         w.key = a.new_key;
@@ -360,7 +419,9 @@ fn count_window(t: &crate::table::Entries<'_, KeyEntry>, win: &Window, bound: bo
             m.windows.fetch_add(1, Ordering::Relaxed);
         } else {
             let dec = |n: u32| n.checked_sub(1);
-            let _ = m.windows.fetch_update(Ordering::Relaxed, Ordering::Relaxed, dec);
+            let _ = m
+                .windows
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, dec);
         }
     }
 }
@@ -370,7 +431,11 @@ fn count_window(t: &crate::table::Entries<'_, KeyEntry>, win: &Window, bound: bo
 pub(crate) fn remove_mw(dev: &crate::device::RoxeDev, index: u32) {
     let gone = dev.mr_table.locked(|t| {
         let gone = t.remove(index);
-        if let Some(KeyEntry::Mw(MwState { bound: Some((win, _)), .. })) = &gone {
+        if let Some(KeyEntry::Mw(MwState {
+            bound: Some((win, _)),
+            ..
+        })) = &gone
+        {
             count_window(t, win, false);
         }
         gone
@@ -380,9 +445,18 @@ pub(crate) fn remove_mw(dev: &crate::device::RoxeDev, index: u32) {
 
 /// Invalidates `rkey`: a fast-registration MR, or a type 2 window (bound,
 /// for a remote invalidate, to QP `qpn`). Both must be in PD `pd`.
-pub(crate) fn invalidate(dev: &crate::device::RoxeDev, pd: usize, qpn: Option<u32>, rkey: u32) -> core::result::Result<(), LocalError> {
+pub(crate) fn invalidate(
+    dev: &crate::device::RoxeDev,
+    pd: usize,
+    qpn: Option<u32>,
+    rkey: u32,
+) -> core::result::Result<(), LocalError> {
     dev.mr_table.locked(|t| match t.get_mut(rkey >> 8) {
-        Some(KeyEntry::Mr(m)) if m.key() == rkey && m.pd.load(Ordering::Acquire) == pd && matches!(m.backing, Backing::Fast(_)) => {
+        Some(KeyEntry::Mr(m))
+            if m.key() == rkey
+                && m.pd.load(Ordering::Acquire) == pd
+                && matches!(m.backing, Backing::Fast(_)) =>
+        {
             // Not under bound windows (as rxe).
             if m.windows.load(Ordering::Relaxed) != 0 {
                 return Err(LocalError::Op);
@@ -390,14 +464,16 @@ pub(crate) fn invalidate(dev: &crate::device::RoxeDev, pd: usize, qpn: Option<u3
             m.valid.store(false, Ordering::Relaxed);
             Ok(())
         }
-        Some(KeyEntry::Mw(w)) if w.key == rkey && w.pd == pd && w.mw_type == MwType::Two => match w.bound {
-            Some((win, b)) if qpn.is_none_or(|q| q == b) => {
-                w.bound = None;
-                count_window(t, &win, false);
-                Ok(())
+        Some(KeyEntry::Mw(w)) if w.key == rkey && w.pd == pd && w.mw_type == MwType::Two => {
+            match w.bound {
+                Some((win, b)) if qpn.is_none_or(|q| q == b) => {
+                    w.bound = None;
+                    count_window(t, &win, false);
+                    Ok(())
+                }
+                _ => Err(LocalError::Op),
             }
-            _ => Err(LocalError::Op),
-        },
+        }
         _ => Err(LocalError::Op),
     })
 }
@@ -413,22 +489,27 @@ pub(crate) fn fast_register(
     length: u64,
 ) -> core::result::Result<(), LocalError> {
     let access = check_access(access).map_err(|_| LocalError::Op)?;
-    dev.mr_table.with(key >> 8, |e| match e {
-        KeyEntry::Mr(m) if m.pd.load(Ordering::Acquire) == pd && !m.valid.load(Ordering::Relaxed) => {
-            let Backing::Fast(f) = &m.backing else { return Err(LocalError::Op) };
-            if length > f.span() || iova.checked_add(length).is_none() {
-                return Err(LocalError::Op);
+    dev.mr_table
+        .with(key >> 8, |e| match e {
+            KeyEntry::Mr(m)
+                if m.pd.load(Ordering::Acquire) == pd && !m.valid.load(Ordering::Relaxed) =>
+            {
+                let Backing::Fast(f) = &m.backing else {
+                    return Err(LocalError::Op);
+                };
+                if length > f.span() || iova.checked_add(length).is_none() {
+                    return Err(LocalError::Op);
+                }
+                m.key.store(key, Ordering::Relaxed);
+                m.access.store(access, Ordering::Release);
+                m.iova.store(iova, Ordering::Relaxed);
+                m.length.store(length, Ordering::Relaxed);
+                m.valid.store(true, Ordering::Relaxed);
+                Ok(())
             }
-            m.key.store(key, Ordering::Relaxed);
-            m.access.store(access, Ordering::Release);
-            m.iova.store(iova, Ordering::Relaxed);
-            m.length.store(length, Ordering::Relaxed);
-            m.valid.store(true, Ordering::Relaxed);
-            Ok(())
-        }
-        _ => Err(LocalError::Op),
-    })
-    .unwrap_or(Err(LocalError::Op))
+            _ => Err(LocalError::Op),
+        })
+        .unwrap_or(Err(LocalError::Op))
 }
 
 /// Per-MR state.
@@ -495,10 +576,22 @@ pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<(RoxeMr, MrInfo)> {
     let access = check_access(access)?;
     let mr = new_mr(pd, access, 0, Backing::Dma)?;
     let key = mr.data.key();
-    Ok((mr, MrInfo { lkey: key, rkey: key, iova: 0, length: u64::MAX }))
+    Ok((
+        mr,
+        MrInfo {
+            lkey: key,
+            rkey: key,
+            iova: 0,
+            length: u64::MAX,
+        },
+    ))
 }
 
-pub(crate) fn reg_user(pd: &Pd<Roxe>, args: &UserMrArgs, udata: Option<&UData<'_>>) -> Result<(RoxeMr, MrInfo)> {
+pub(crate) fn reg_user(
+    pd: &Pd<Roxe>,
+    args: &UserMrArgs,
+    udata: Option<&UData<'_>>,
+) -> Result<(RoxeMr, MrInfo)> {
     let access = check_access(args.access)?;
     if let Some(u) = udata {
         u.expect_no_input()?;
@@ -513,7 +606,15 @@ pub(crate) fn reg_user(pd: &Pd<Roxe>, args: &UserMrArgs, udata: Option<&UData<'_
     let range = PinnedRange::new(umem, args.length)?;
     let mr = new_mr(pd, access, args.iova, Backing::User(range))?;
     let key = mr.data.key();
-    Ok((mr, MrInfo { lkey: key, rkey: key, iova: args.iova, length: args.length }))
+    Ok((
+        mr,
+        MrInfo {
+            lkey: key,
+            rkey: key,
+            iova: args.iova,
+            length: args.length,
+        },
+    ))
 }
 
 pub(crate) fn rereg(
@@ -533,7 +634,11 @@ pub(crate) fn rereg(
     if this.data.windows.load(Ordering::Relaxed) != 0 {
         return Err(EINVAL);
     }
-    let access = if what.access { check_access(args.access)? } else { this.data.access.load(Ordering::Acquire) };
+    let access = if what.access {
+        check_access(args.access)?
+    } else {
+        this.data.access.load(Ordering::Acquire)
+    };
     if what.translation {
         // New pages: a new MR with a new key replaces the old one.
         let new = UserMrArgs { access, ..*args };
@@ -573,15 +678,30 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_num_sg: u32) -> Result<(RoxeMr, MrIn
     for _ in 0..max_num_sg {
         pages.push(AtomicU64::new(0), GFP_KERNEL)?;
     }
-    let fast = FastPages { pages, count: AtomicU32::new(0), shift: AtomicU32::new(12), first: AtomicU64::new(0) };
+    let fast = FastPages {
+        pages,
+        count: AtomicU32::new(0),
+        shift: AtomicU32::new(12),
+        first: AtomicU64::new(0),
+    };
     let mr = new_mr(pd, 0, 0, Backing::Fast(fast))?;
     let key = mr.data.key();
-    Ok((mr, MrInfo { lkey: key, rkey: key, iova: 0, length: 0 }))
+    Ok((
+        mr,
+        MrInfo {
+            lkey: key,
+            rkey: key,
+            iova: 0,
+            length: 0,
+        },
+    ))
 }
 
 /// `ib_map_mr_sg` starts: the page list empties, for pages of `page_size`.
 pub(crate) fn map_begin(mr: &RoxeMr, page_size: u32) -> Result {
-    let Backing::Fast(f) = &mr.data.backing else { return Err(EINVAL) };
+    let Backing::Fast(f) = &mr.data.backing else {
+        return Err(EINVAL);
+    };
     if !page_size.is_power_of_two() || page_size < 512 {
         return Err(EINVAL);
     }
@@ -592,7 +712,9 @@ pub(crate) fn map_begin(mr: &RoxeMr, page_size: u32) -> Result {
 
 /// The next page of an `ib_map_mr_sg`; fails once the list is full.
 pub(crate) fn map_page(mr: &RoxeMr, addr: u64) -> Result {
-    let Backing::Fast(f) = &mr.data.backing else { return Err(EINVAL) };
+    let Backing::Fast(f) = &mr.data.backing else {
+        return Err(EINVAL);
+    };
     let n = f.count.load(Ordering::Relaxed) as usize;
     let slot = f.pages.get(n).ok_or(ENOMEM)?;
     slot.store(addr, Ordering::Relaxed);

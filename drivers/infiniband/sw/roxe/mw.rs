@@ -19,7 +19,12 @@ pub(crate) struct RoxeMw {
     index: u32,
 }
 
-pub(crate) fn alloc(dev: &Device<Roxe>, pd: &Pd<Roxe>, mw_type: MwType, udata: Option<&UData<'_>>) -> Result<(RoxeMw, u32)> {
+pub(crate) fn alloc(
+    dev: &Device<Roxe>,
+    pd: &Pd<Roxe>,
+    mw_type: MwType,
+    udata: Option<&UData<'_>>,
+) -> Result<(RoxeMw, u32)> {
     if let Some(u) = udata {
         u.expect_no_input()?;
     }
@@ -29,7 +34,8 @@ pub(crate) fn alloc(dev: &Device<Roxe>, pd: &Pd<Roxe>, mw_type: MwType, udata: O
     match d.mr_table.insert(KeyEntry::Reserved) {
         Ok(index) => {
             let key = index << 8 | tag;
-            d.mr_table.replace(index, KeyEntry::Mw(MwState::new(key, pd.id(), mw_type)));
+            d.mr_table
+                .replace(index, KeyEntry::Mw(MwState::new(key, pd.id(), mw_type)));
             Ok((RoxeMw { index }, key))
         }
         Err(e) => {

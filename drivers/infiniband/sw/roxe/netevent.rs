@@ -18,11 +18,19 @@ impl Handler for Events {
         };
         match event {
             Event::Unregister => {
-                pr_info!("{}: {} is going away, removing the device\n", dev.name(), ndev.name());
+                pr_info!(
+                    "{}: {} is going away, removing the device\n",
+                    dev.name(),
+                    ndev.name()
+                );
                 dev.unregister_queued();
             }
             Event::Up | Event::Down | Event::Change => {
-                let ev = if ndev.is_up() { PortEvent::Active } else { PortEvent::Error };
+                let ev = if ndev.is_up() {
+                    PortEvent::Active
+                } else {
+                    PortEvent::Error
+                };
                 dev.dispatch_port_event(PORT, ev);
             }
             // The port MTU is read from the netdev on every query, so a new

@@ -9,12 +9,11 @@
 
 use crate::cq;
 use crate::datapath::{self, Path, RecvCopy};
-use crate::proto::psn::Psn;
-use crate::net::NetDevice;
-use kernel::types::ARef;
 use crate::device::{Roxe, RoxeDev, PORT};
 use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
+use crate::net::NetDevice;
 use crate::proto::mtu::IbMtu;
+use crate::proto::psn::Psn;
 use crate::proto::qp::{self as qpx, State};
 use crate::proto::resp::ReadResources;
 use crate::proto::ring::Geometry;
@@ -24,12 +23,13 @@ use crate::rdma::errno::eopnotsupp;
 use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType, SendWr};
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
-use crate::uapi::{CreateQpResp, Cqe, RecvWqe, RingInfo, SendWqe, Sge};
+use crate::sync::SpinLockBh;
+use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
+use crate::uapi::{Cqe, CreateQpResp, RecvWqe, RingInfo, SendWqe, Sge};
 use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVVec};
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
-use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use kernel::prelude::*;
-use crate::sync::SpinLockBh;
+use kernel::types::ARef;
 
 /// How many atomic results the responder keeps for replay (at least the
 /// largest `max_dest_rd_atomic` a requester keeps in flight would be
@@ -93,7 +93,12 @@ pub(crate) struct AtomicDone {
 }
 
 impl AtomicDone {
-    pub(crate) const NONE: Self = Self { psn: u32::MAX, rkey: 0, va: 0, orig: 0 };
+    pub(crate) const NONE: Self = Self {
+        psn: u32::MAX,
+        rkey: 0,
+        va: 0,
+        orig: 0,
+    };
 }
 
 /// The responder's memory of the reads it served.
@@ -198,9 +203,17 @@ impl QpState {
     /// First PSN, last PSN and whether it is a read, of sent WQE `idx`.
     pub(crate) fn wqe_psn(&self, idx: u32) -> (Psn, Psn, bool) {
         let n = self.wqe_psns.len();
-        let v = self.wqe_psns.get(idx as usize % n.max(1)).copied().unwrap_or(0);
+        let v = self
+            .wqe_psns
+            .get(idx as usize % n.max(1))
+            .copied()
+            .unwrap_or(0);
         // CAST: each field is masked to 24 bits.
-        (Psn::new((v & 0xff_ffff) as u32), Psn::new((v >> 24 & 0xff_ffff) as u32), v >> 48 & 1 != 0)
+        (
+            Psn::new((v & 0xff_ffff) as u32),
+            Psn::new((v >> 24 & 0xff_ffff) as u32),
+            v >> 48 & 1 != 0,
+        )
     }
 
     /// Records the PSN span of sent WQE `idx`, and whether it waits for a
@@ -339,9 +352,9 @@ pub(crate) fn create(
         max_send_sge: qpx::send_sge_capacity(send_slot).min(MAX_SGE),
         max_inline_data: qpx::send_inline_capacity(send_slot).min(MAX_INLINE),
         max_recv_wr: rq.as_ref().map_or(0, |r| r.geometry().num_slots()),
-        max_recv_sge: rq
-            .as_ref()
-            .map_or(0, |r| qpx::recv_sge_capacity(r.slot_size() as u32).min(MAX_SGE)),
+        max_recv_sge: rq.as_ref().map_or(0, |r| {
+            qpx::recv_sge_capacity(r.slot_size() as u32).min(MAX_SGE)
+        }),
     };
     if let Some(u) = udata {
         u.respond(&CreateQpResp {
@@ -441,7 +454,10 @@ struct QpNumber<'a> {
 impl<'a> QpNumber<'a> {
     fn take(dev: &'a RoxeDev, gsi: bool) -> Result<Self> {
         if gsi {
-            if dev.gsi_taken.swap(true, core::sync::atomic::Ordering::AcqRel) {
+            if dev
+                .gsi_taken
+                .swap(true, core::sync::atomic::Ordering::AcqRel)
+            {
                 return Err(EBUSY);
             }
             return Ok(QpNumber { dev, index: 0 });
@@ -482,7 +498,8 @@ impl Drop for QpNumber<'_> {
 /// for index 0.
 fn release_number(dev: &RoxeDev, index: u32) {
     if index == 0 {
-        dev.gsi_taken.store(false, core::sync::atomic::Ordering::Release);
+        dev.gsi_taken
+            .store(false, core::sync::atomic::Ordering::Release);
     } else {
         dev.qp_table.remove(index);
         dev.qps.give_back();
@@ -681,7 +698,12 @@ fn flush_cqe(qp_num: u32, wr_id: u64, opcode: WcOp) -> Cqe {
 fn discard(this: &RoxeQp, st: &mut QpState) {
     // A corrupt producer index leaves the consumer where it is; user space
     // sees its own garbage, the kernel reads nothing.
-    if this.sq.geometry().used(this.sq.producer(), st.sq_consumer).is_ok() {
+    if this
+        .sq
+        .geometry()
+        .used(this.sq.producer(), st.sq_consumer)
+        .is_ok()
+    {
         st.sq_consumer = this.sq.producer();
         this.sq.set_consumer(st.sq_consumer);
     }
@@ -696,7 +718,15 @@ fn discard(this: &RoxeQp, st: &mut QpState) {
 /// The route for a connected QP's address vector, if there is one.
 fn path_for(ndev: &crate::net::NetDevice, av: &AhAttr) -> Option<Path> {
     let (sgid, _) = av.sgid?;
-    Path::resolve(ndev, sgid, av.dgid, av.traffic_class, av.hop_limit, av.flow_label).ok()
+    Path::resolve(
+        ndev,
+        sgid,
+        av.dgid,
+        av.traffic_class,
+        av.hop_limit,
+        av.flow_label,
+    )
+    .ok()
 }
 
 /// Completes every outstanding work request with a flush error.
@@ -801,7 +831,10 @@ fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, ahead: u32, bad: &SendWqe, status: W
     flush_sq_head(qp, st, ahead);
     let op = SendOp::from_raw(bad.opcode).map_or(WcOp::Send, SendOp::completion);
     if let Some(scq) = qp.send_cq() {
-        let cqe = Cqe { status: status as u32, ..flush_cqe(qp.qp_num(), bad.wr_id, op) };
+        let cqe = Cqe {
+            status: status as u32,
+            ..flush_cqe(qp.qp_num(), bad.wr_id, op)
+        };
         let _ = cq::push(scq, cqe, false);
     }
     st.sq_consumer = st.sq_consumer.wrapping_add(1);
@@ -897,7 +930,13 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
         // A kernel ring's indices are the kernel's own: the consumer index
         // in it is the one the data path keeps.
         let prod = this.sq.producer();
-        if this.sq.geometry().free(prod, this.sq.consumer()).map_err(|_| EINVAL)? == 0 {
+        if this
+            .sq
+            .geometry()
+            .free(prod, this.sq.consumer())
+            .map_err(|_| EINVAL)?
+            == 0
+        {
             return Err(ENOMEM);
         }
         let w = SendWqe {
@@ -910,7 +949,11 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
             inline_len: 0,
             // A local invalidate names its key where a send with
             // invalidate does, in `imm_data`; the data path reads `rkey`.
-            rkey: if op == SendOp::LocalInv { wr.imm_data } else { wr.rkey },
+            rkey: if op == SendOp::LocalInv {
+                wr.imm_data
+            } else {
+                wr.rkey
+            },
             remote_addr: wr.remote_addr,
             compare_add: wr.compare_add,
             swap: wr.swap,
@@ -921,7 +964,13 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
         };
         this.sq.write(prod, w);
         for (i, s) in sges.iter().enumerate() {
-            this.sq.write_at(prod, (qpx::SEND_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize, *s).ok_or(EINVAL)?;
+            this.sq
+                .write_at(
+                    prod,
+                    (qpx::SEND_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize,
+                    *s,
+                )
+                .ok_or(EINVAL)?;
         }
         this.sq.set_producer(prod.wrapping_add(1));
     }
@@ -933,7 +982,8 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
 fn kernel_post_done(qp: &Qp<Roxe>) -> Result {
     let this = qp.data();
     if crate::rdma::irqs_disabled() {
-        this.posted.store(true, core::sync::atomic::Ordering::Release);
+        this.posted
+            .store(true, core::sync::atomic::Ordering::Release);
         qp.arm_timer(0);
         return Ok(());
     }
@@ -953,13 +1003,30 @@ pub(crate) fn post_kernel_recv(qp: &Qp<Roxe>, wr_id: u64, sges: &[Sge]) -> Resul
     {
         let _post = this.post_lock.lock();
         let prod = rq.producer();
-        if rq.geometry().free(prod, rq.consumer()).map_err(|_| EINVAL)? == 0 {
+        if rq
+            .geometry()
+            .free(prod, rq.consumer())
+            .map_err(|_| EINVAL)?
+            == 0
+        {
             return Err(ENOMEM);
         }
         // CAST: at most MAX_SGE.
-        rq.write(prod, RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 });
+        rq.write(
+            prod,
+            RecvWqe {
+                wr_id,
+                num_sge: sges.len() as u32,
+                _reserved: 0,
+            },
+        );
         for (i, s) in sges.iter().enumerate() {
-            rq.write_at(prod, (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize, *s).ok_or(EINVAL)?;
+            rq.write_at(
+                prod,
+                (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize,
+                *s,
+            )
+            .ok_or(EINVAL)?;
         }
         rq.set_producer(prod.wrapping_add(1));
     }

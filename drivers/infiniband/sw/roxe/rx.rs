@@ -82,7 +82,9 @@ pub(crate) struct Counters {
 
 impl Counters {
     pub(crate) fn new() -> Self {
-        Self { c: [const { AtomicU64::new(0) }; COUNT] }
+        Self {
+            c: [const { AtomicU64::new(0) }; COUNT],
+        }
     }
 
     fn bump(&self, i: usize) {
@@ -126,7 +128,12 @@ fn device_for(skb: &RxSkb) -> Option<ARef<Device<Roxe>>> {
 
 /// Delivers a multicast datagram to every QP attached to its group, which
 /// the destination IP address names. `None` when no QP is attached.
-fn multicast(dev: &Device<Roxe>, pkt: &headers::Packet<'_>, meta: &Meta<'_>, v6: bool) -> Option<core::result::Result<(), datapath::Drop>> {
+fn multicast(
+    dev: &Device<Roxe>,
+    pkt: &headers::Packet<'_>,
+    meta: &Meta<'_>,
+    v6: bool,
+) -> Option<core::result::Result<(), datapath::Drop>> {
     let gid = if v6 {
         ip::ipv6_addrs(meta.ip)?.1
     } else {
@@ -136,7 +143,10 @@ fn multicast(dev: &Device<Roxe>, pkt: &headers::Packet<'_>, meta: &Meta<'_>, v6:
     let members = dev.data().mcast.members(&gid)?;
     let mut result = None;
     for &qpn in members.qpns() {
-        let r = dev.data().qp_index.with(qpn, |qp| datapath::receive(qp, pkt, meta));
+        let r = dev
+            .data()
+            .qp_index
+            .with(qpn, |qp| datapath::receive(qp, pkt, meta));
         // Delivered if any member took it; otherwise the last reason.
         result = match (result, r) {
             (Some(Ok(())), _) => Some(Ok(())),
@@ -159,7 +169,10 @@ impl Receive for Rx {
             return;
         };
         let (ip_hdr, v6) = match lin.ip.first().map(|b| b >> 4) {
-            Some(4) if ip::Ipv4View::new(lin.ip).is_some_and(|v| v.header_len() == ip::IPV4_HDR_LEN) => {
+            Some(4)
+                if ip::Ipv4View::new(lin.ip)
+                    .is_some_and(|v| v.header_len() == ip::IPV4_HDR_LEN) =>
+            {
                 (&lin.ip[..ip::IPV4_HDR_LEN], false)
             }
             Some(6) if lin.ip.len() >= ip::IPV6_HDR_LEN => (&lin.ip[..ip::IPV6_HDR_LEN], true),
@@ -180,13 +193,19 @@ impl Receive for Rx {
             }
         };
         let body = lin.udp.len() - icrc::LEN;
-        let mut crc = Icrc::new(if v6 { IpHeader::V6(ip_hdr) } else { IpHeader::V4(ip_hdr) });
+        let mut crc = Icrc::new(if v6 {
+            IpHeader::V6(ip_hdr)
+        } else {
+            IpHeader::V4(ip_hdr)
+        });
         crc.update(&lin.udp[..body]);
         if crc.finish() != pkt.icrc {
             // rxe's FLUSH carries an ICRC of its own making; take that too,
             // for FLUSH only.
             let rxe_flush = pkt.opcode == crate::proto::opcode::Opcode::RcFlush
-                && roce.get(..pkt.opcode.header_len()).is_some_and(|h| crc.finish_rxe_flush(h) == pkt.icrc);
+                && roce
+                    .get(..pkt.opcode.header_len())
+                    .is_some_and(|h| crc.finish_rxe_flush(h) == pkt.icrc);
             if !rxe_flush {
                 c.event(Event::RxBadIcrc);
                 return;
@@ -207,7 +226,9 @@ impl Receive for Rx {
         } else if mcast_qpn {
             multicast(&dev, &pkt, &meta, v6)
         } else {
-            dev.data().qp_index.with(pkt.bth.dest_qpn, |qp| datapath::receive(qp, &pkt, &meta))
+            dev.data()
+                .qp_index
+                .with(pkt.bth.dest_qpn, |qp| datapath::receive(qp, &pkt, &meta))
         };
         match res {
             None => c.event(Event::RxUnknownQp),

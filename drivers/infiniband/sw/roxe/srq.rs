@@ -11,9 +11,9 @@ use crate::rdma::device::Device;
 use crate::rdma::ring::Ring;
 use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
 use crate::rdma::udata::UData;
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::uapi::{CreateSrqResp, ModifySrqCmd, RecvWqe, RingInfo};
 use kernel::error::code::EINVAL;
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::error::code::ENOMEM;
 use kernel::prelude::*;
 
@@ -71,7 +71,11 @@ pub(crate) fn create<'a>(
     attr: &SrqAttr,
     udata: Option<&UData<'_>>,
 ) -> Result<(impl PinInit<RoxeSrq, Error> + 'a, SrqAttr)> {
-    if attr.max_wr == 0 || attr.max_wr > MAX_SRQ_WR || attr.max_sge > MAX_SRQ_SGE || attr.srq_limit > attr.max_wr {
+    if attr.max_wr == 0
+        || attr.max_wr > MAX_SRQ_WR
+        || attr.max_sge > MAX_SRQ_SGE
+        || attr.srq_limit > attr.max_wr
+    {
         return Err(EINVAL);
     }
     if let Some(u) = udata {
@@ -84,26 +88,37 @@ pub(crate) fn create<'a>(
         None => Ring::new_kernel(g, slot as usize)?,
     };
     let max_sge = qpx::recv_sge_capacity(slot).min(MAX_SRQ_SGE);
-    let granted = SrqAttr { max_wr: g.num_slots(), max_sge, srq_limit: attr.srq_limit };
+    let granted = SrqAttr {
+        max_wr: g.num_slots(),
+        max_sge,
+        srq_limit: attr.srq_limit,
+    };
     let d = dev.data();
     let number = SrqNumber::take(d)?;
     let num = number.num;
     if let Some(u) = udata {
-        let info = ring.mmap_info().ok_or(EINVAL).and_then(|(mmap_offset, mmap_size)| {
-            u.respond(&CreateSrqResp {
-                rq: RingInfo {
-                    mmap_offset,
-                    mmap_size,
-                    num_slots: g.num_slots(),
-                    slot_size: slot,
-                },
-                srq_num: num,
-                _reserved: 0,
-            })
-        });
+        let info = ring
+            .mmap_info()
+            .ok_or(EINVAL)
+            .and_then(|(mmap_offset, mmap_size)| {
+                u.respond(&CreateSrqResp {
+                    rq: RingInfo {
+                        mmap_offset,
+                        mmap_size,
+                        num_slots: g.num_slots(),
+                        slot_size: slot,
+                    },
+                    srq_num: num,
+                    _reserved: 0,
+                })
+            });
         info?;
     }
-    let state = SrqState { ring, consumer: 0, limit: attr.srq_limit };
+    let state = SrqState {
+        ring,
+        consumer: 0,
+        limit: attr.srq_limit,
+    };
     let init = try_pin_init!(RoxeSrq {
         num,
         max_sge,
@@ -131,7 +146,12 @@ fn ring_for(udata: Option<&UData<'_>>, g: Geometry, slot: usize) -> Result<Ring<
 /// user SRQ, writes the new ring's description where the caller asked
 /// (`uapi::ModifySrqCmd`). It fails with `EINVAL`, leaving the SRQ as it
 /// was, if more WQEs are outstanding than the new size holds.
-pub(crate) fn modify(srq: &Srq<Roxe>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result {
+pub(crate) fn modify(
+    srq: &Srq<Roxe>,
+    attr: &SrqAttr,
+    what: SrqModify,
+    udata: Option<&UData<'_>>,
+) -> Result {
     let cmd: ModifySrqCmd = match udata {
         Some(u) => u.read_input()?,
         None => ModifySrqCmd::default(),
@@ -151,7 +171,12 @@ pub(crate) fn modify(srq: &Srq<Roxe>, attr: &SrqAttr, what: SrqModify, udata: Op
         let ring = ring_for(udata, g, slot)?;
         if let (Some(u), Some((mmap_offset, mmap_size))) = (udata, ring.mmap_info()) {
             // CAST: slot sizes are small multiples of 64.
-            let info = RingInfo { mmap_offset, mmap_size, num_slots: g.num_slots(), slot_size: slot as u32 };
+            let info = RingInfo {
+                mmap_offset,
+                mmap_size,
+                num_slots: g.num_slots(),
+                slot_size: slot as u32,
+            };
             u.write_to_user(cmd.ring_info_addr, &info)?;
         }
         Some(ring)
@@ -193,7 +218,10 @@ fn apply(
         _ => return (Err(EINVAL), Some(new)),
     };
     for i in 0..used {
-        if new.copy_slot_from(i, &st.ring, consumer.wrapping_add(i)).is_none() {
+        if new
+            .copy_slot_from(i, &st.ring, consumer.wrapping_add(i))
+            .is_none()
+        {
             return (Err(EINVAL), Some(new));
         }
     }
@@ -207,7 +235,11 @@ fn apply(
 pub(crate) fn query(srq: &Srq<Roxe>) -> Result<SrqAttr> {
     let this = srq.data();
     let st = this.state.lock();
-    Ok(SrqAttr { max_wr: st.ring.geometry().num_slots(), max_sge: this.max_sge, srq_limit: st.limit })
+    Ok(SrqAttr {
+        max_wr: st.ring.geometry().num_slots(),
+        max_sge: this.max_sge,
+        srq_limit: st.limit,
+    })
 }
 
 pub(crate) fn destroy(srq: &Srq<Roxe>) {
@@ -226,11 +258,23 @@ pub(crate) fn post_kernel_recv(srq: &Srq<Roxe>, wr_id: u64, sges: &[crate::uapi:
     let st = this.state.lock();
     let ring = &st.ring;
     let prod = ring.producer();
-    if ring.geometry().free(prod, ring.consumer()).map_err(|_| EINVAL)? == 0 {
+    if ring
+        .geometry()
+        .free(prod, ring.consumer())
+        .map_err(|_| EINVAL)?
+        == 0
+    {
         return Err(ENOMEM);
     }
     // CAST: at most MAX_SRQ_SGE.
-    ring.write(prod, RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 });
+    ring.write(
+        prod,
+        RecvWqe {
+            wr_id,
+            num_sge: sges.len() as u32,
+            _reserved: 0,
+        },
+    );
     for (i, s) in sges.iter().enumerate() {
         let off = (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize;
         ring.write_at(prod, off, *s).ok_or(EINVAL)?;
@@ -246,8 +290,14 @@ pub(crate) fn pop(srq: &Srq<Roxe>) -> Option<crate::datapath::RecvCopy> {
     let (r, fire) = {
         let mut guard = this.state.lock();
         let st = &mut *guard;
-        let r = crate::datapath::take_recv(&st.ring, &mut st.consumer).ok().flatten()?;
-        let left = st.ring.geometry().used(st.ring.producer(), st.consumer).unwrap_or(0);
+        let r = crate::datapath::take_recv(&st.ring, &mut st.consumer)
+            .ok()
+            .flatten()?;
+        let left = st
+            .ring
+            .geometry()
+            .used(st.ring.producer(), st.consumer)
+            .unwrap_or(0);
         let fire = st.limit != 0 && left < st.limit;
         if fire {
             // The limit disarms once it fires.

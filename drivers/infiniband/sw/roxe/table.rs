@@ -4,11 +4,11 @@
 //! which becomes part of its key or handle. The data path looks objects
 //! up here from softirq.
 
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::alloc::{flags::GFP_KERNEL, Flags};
 use kernel::error::code::ENOMEM;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
 
 /// A table of values indexed by numbers in `1..=max`.
 ///
@@ -85,7 +85,9 @@ impl<V: Send> Table<V> {
     /// changes more than one entry atomically.
     pub(crate) fn locked<R>(&self, f: impl FnOnce(&mut Entries<'_, V>) -> R) -> R {
         let mut inner = self.inner.lock();
-        f(&mut Entries { tree: &mut inner.tree })
+        f(&mut Entries {
+            tree: &mut inner.tree,
+        })
     }
 }
 

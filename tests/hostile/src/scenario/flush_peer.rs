@@ -161,7 +161,13 @@ fn wait_file(dir: &Path, name: &str) -> Result<HashMap<String, Vec<String>>, Fai
         match std::fs::read_to_string(&path) {
             Ok(t) => break t,
             Err(_) if start.elapsed() < PEER_WAIT => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => return Err(Fail(format!("{} did not appear within {} s: {e}", path.display(), PEER_WAIT.as_secs()))),
+            Err(e) => {
+                return Err(Fail(format!(
+                    "{} did not appear within {} s: {e}",
+                    path.display(),
+                    PEER_WAIT.as_secs()
+                )))
+            }
         }
     };
     Ok(text
@@ -177,12 +183,16 @@ fn wait_file(dir: &Path, name: &str) -> Result<HashMap<String, Vec<String>>, Fai
 fn put_file(dir: &Path, name: &str, text: &str) -> Result<(), Fail> {
     let tmp = dir.join(format!(".{name}.tmp"));
     std::fs::write(&tmp, text).map_err(|e| Fail(format!("writing {}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, dir.join(name)).map_err(|e| Fail(format!("renaming {} into place: {e}", tmp.display())))
+    std::fs::rename(&tmp, dir.join(name))
+        .map_err(|e| Fail(format!("renaming {} into place: {e}", tmp.display())))
 }
 
 /// A number as the peer writes it (decimal, or hex with `0x`).
 fn num(m: &HashMap<String, Vec<String>>, key: &str, i: usize) -> Result<u64, Fail> {
-    let s = m.get(key).and_then(|v| v.get(i)).ok_or_else(|| Fail(format!("peer.info has no value {i} for '{key}'")))?;
+    let s = m
+        .get(key)
+        .and_then(|v| v.get(i))
+        .ok_or_else(|| Fail(format!("peer.info has no value {i} for '{key}'")))?;
     let r = match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
         None => s.parse(),
@@ -201,12 +211,21 @@ fn read_peer(dir: &Path) -> Result<Peer, Fail> {
         .and_then(|v| v.first())
         .and_then(|g| crate::parse_gid(g))
         .ok_or_else(|| Fail("peer.info: no readable 'gid'".into()))?;
-    let mr = |k: &str| -> Result<PeerMr, Fail> { Ok(PeerMr { addr: num(&m, k, 0)?, len: num(&m, k, 1)?, rkey: narrow(num(&m, k, 2)?, k)? }) };
+    let mr = |k: &str| -> Result<PeerMr, Fail> {
+        Ok(PeerMr {
+            addr: num(&m, k, 0)?,
+            len: num(&m, k, 1)?,
+            rkey: narrow(num(&m, k, 2)?, k)?,
+        })
+    };
     let (f, p, o) = (mr("mr.f")?, mr("mr.p")?, mr("mr.o")?);
     let mut qps = HashMap::new();
     for c in CASES {
         let k = format!("qp.{}", c.name);
-        qps.insert(c.name.to_string(), (narrow(num(&m, &k, 0)?, &k)?, narrow(num(&m, &k, 1)?, &k)?));
+        qps.insert(
+            c.name.to_string(),
+            (narrow(num(&m, &k, 0)?, &k)?, narrow(num(&m, &k, 1)?, &k)?),
+        );
     }
     Ok(Peer { gid, f, p, o, qps })
 }
@@ -216,19 +235,38 @@ fn read_peer(dir: &Path) -> Result<Peer, Fail> {
 fn connect(fx: &Fx, q: &QpRings, peer: &Peer, qpn: u32, psn: u32) -> Result<(), Errno> {
     fx.modify(q, state::INIT)?;
     let rtr = Modify {
-        dest: Dest { dgid: peer.gid, ..fx.attrs(&q.qp, q.ty, state::RTR).dest },
+        dest: Dest {
+            dgid: peer.gid,
+            ..fx.attrs(&q.qp, q.ty, state::RTR).dest
+        },
         dest_qp_num: qpn,
         rq_psn: psn,
         ..fx.attrs(&q.qp, q.ty, state::RTR)
     };
     fx.v.modify_qp(q.qp.handle, &rtr)?;
-    fx.v.modify_qp(q.qp.handle, &Modify { sq_psn: SQ_PSN, ..fx.attrs(&q.qp, q.ty, state::RTS) })
+    fx.v.modify_qp(
+        q.qp.handle,
+        &Modify {
+            sq_psn: SQ_PSN,
+            ..fx.attrs(&q.qp, q.ty, state::RTS)
+        },
+    )
 }
 
 pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
-    let dir = c.opts.peer_dir.clone().ok_or_else(|| Fail("flush-peer needs --peer-dir".into()))?;
+    let dir = c
+        .opts
+        .peer_dir
+        .clone()
+        .ok_or_else(|| Fail("flush-peer needs --peer-dir".into()))?;
     let peer = read_peer(&dir)?;
-    c.r.info(format!("the peer's MR f: {:#x}+{:#x} rkey {:#x}; {} QPs", peer.f.addr, peer.f.len, peer.f.rkey, peer.qps.len()));
+    c.r.info(format!(
+        "the peer's MR f: {:#x}+{:#x} rkey {:#x}; {} QPs",
+        peer.f.addr,
+        peer.f.len,
+        peer.f.rkey,
+        peer.qps.len()
+    ));
 
     let fx = Fx::new(c.opts)?;
     let v = &fx.v;
@@ -236,17 +274,35 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
 
     // The first case's RDMA WRITE takes its bytes from this MR.
     let buf = Mapping::anon(page_size()).step("a buffer to register")?;
-    let src = v.reg_mr(fx.pd, buf.addr(), buf.len() as u64, buf.addr(), access::LOCAL_WRITE, &[]).step("REG_MR of the source")?;
+    let src = v
+        .reg_mr(
+            fx.pd,
+            buf.addr(),
+            buf.len() as u64,
+            buf.addr(),
+            access::LOCAL_WRITE,
+            &[],
+        )
+        .step("REG_MR of the source")?;
     let bytes = c.rng.bytes(WRITE_LEN as usize);
     buf.write(0, &bytes);
 
     let mut qps = Vec::new();
-    let gid = c.opts.gid.chunks(2).map(|g| format!("{:02x}{:02x}", g[0], g[1])).collect::<Vec<_>>().join(":");
+    let gid = c
+        .opts
+        .gid
+        .chunks(2)
+        .map(|g| format!("{:02x}{:02x}", g[0], g[1]))
+        .collect::<Vec<_>>()
+        .join(":");
     let mut info = format!("gid {gid}\n");
     for case in CASES {
         let q = fx.qp(QpSpec::new(QpType::Rc, &cq, &cq))?;
         let (pqpn, ppsn) = peer.qps[case.name];
-        connect(&fx, &q, &peer, pqpn, ppsn).step(format!("{}: connecting to the peer's QP {pqpn:#x}", case.name))?;
+        connect(&fx, &q, &peer, pqpn, ppsn).step(format!(
+            "{}: connecting to the peer's QP {pqpn:#x}",
+            case.name
+        ))?;
         let _ = writeln!(info, "qp.{} {} {}", case.name, q.qp.qpn, SQ_PSN);
         qps.push(q);
     }
@@ -255,7 +311,10 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let tx_rxe = || hw_counter(&c.opts.ibdev, "tx_flush_icrc_rxe");
     let before = tx_rxe();
 
-    let mut done = format!("bytes {WRITE_OFF} {}\n", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let mut done = format!(
+        "bytes {WRITE_OFF} {}\n",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
     for (case, q) in CASES.iter().zip(&qps) {
         let n = case.name;
         let mut want = Vec::new();
@@ -267,7 +326,11 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
                 remote_addr: peer.f.addr + WRITE_OFF,
                 ..send(0xfe00)
             };
-            let sge = Sge { addr: buf.addr(), length: WRITE_LEN, lkey: src.lkey };
+            let sge = Sge {
+                addr: buf.addr(),
+                length: WRITE_LEN,
+                lkey: src.lkey,
+            };
             post_raw(&q.sq, &[abi::send_wqe(&w), abi::sge(&sge)].concat());
             want.push((0xfe00, wc::SUCCESS));
         }
@@ -278,8 +341,18 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
         let ok = want.iter().all(|&(_, s)| s == wc::SUCCESS);
         c.r.ok(format!("{n}: the doorbell"), v.doorbell(q.qp.handle));
         let got = cq_ring.collect(want.len(), WAIT);
-        let statuses = want.iter().map(|&(_, s)| s.to_string()).collect::<Vec<_>>().join(",");
-        expect_cqes(c.r, format!("{n} ({}): statuses {statuses}", case.about), &got, &want, q.qp.qpn);
+        let statuses = want
+            .iter()
+            .map(|&(_, s)| s.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        expect_cqes(
+            c.r,
+            format!("{n} ({}): statuses {statuses}", case.about),
+            &got,
+            &want,
+            q.qp.qpn,
+        );
         if ok {
             let ops: Vec<u32> = got.iter().map(|x| x.opcode).collect();
             let mut want_ops = vec![wc::OP_FLUSH; want.len()];
@@ -288,7 +361,13 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
             }
             c.r.eq(format!("{n}: the completion opcodes"), ops, want_ops);
         }
-        expect_state(&fx, c.r, format!("{n}: roxe's QP"), q, if ok { state::RTS } else { state::ERR });
+        expect_state(
+            &fx,
+            c.r,
+            format!("{n}: roxe's QP"),
+            q,
+            if ok { state::RTS } else { state::ERR },
+        );
         let _ = writeln!(done, "state.{n} {}", if ok { "RTS" } else { "ERR" });
     }
     put_file(&dir, "roxe.done", &done)?;
@@ -296,7 +375,9 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     // after a timeout (Documentation/datapath.md, Flush). flush-interop.sh
     // checks the counter.
     let after = tx_rxe();
-    c.r.info(format!("FLUSH packets sent with rxe's ICRC: {before:?} -> {after:?}"));
+    c.r.info(format!(
+        "FLUSH packets sent with rxe's ICRC: {before:?} -> {after:?}"
+    ));
 
     for q in qps {
         c.r.ok("DESTROY_QP", fx.destroy_qp(q));

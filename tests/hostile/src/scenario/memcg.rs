@@ -41,8 +41,12 @@ fn write(p: &Path, s: &str) -> Result<(), Fail> {
 impl Group {
     fn make() -> Result<Group, Fail> {
         let root = Path::new(ROOT);
-        let controllers = std::fs::read_to_string(root.join("cgroup.controllers"))
-            .map_err(|e| Fail(format!("{ROOT}/cgroup.controllers: {e} (is cgroup v2 mounted there?)")))?;
+        let controllers =
+            std::fs::read_to_string(root.join("cgroup.controllers")).map_err(|e| {
+                Fail(format!(
+                    "{ROOT}/cgroup.controllers: {e} (is cgroup v2 mounted there?)"
+                ))
+            })?;
         if !controllers.split_whitespace().any(|c| c == "memory") {
             return Err(Fail(format!("{ROOT} offers no memory controller ({controllers:?}): a kernel without CONFIG_MEMCG")));
         }
@@ -55,14 +59,20 @@ impl Group {
     }
 
     fn enter(&mut self) -> Result<(), Fail> {
-        write(&self.dir.join("cgroup.procs"), &std::process::id().to_string())?;
+        write(
+            &self.dir.join("cgroup.procs"),
+            &std::process::id().to_string(),
+        )?;
         self.inside = true;
         Ok(())
     }
 
     fn leave(&mut self) -> Result<(), Fail> {
         if self.inside {
-            write(&Path::new(ROOT).join("cgroup.procs"), &std::process::id().to_string())?;
+            write(
+                &Path::new(ROOT).join("cgroup.procs"),
+                &std::process::id().to_string(),
+            )?;
             self.inside = false;
         }
         Ok(())
@@ -71,7 +81,9 @@ impl Group {
     fn current(&self) -> Result<u64, Fail> {
         let p = self.dir.join("memory.current");
         let s = std::fs::read_to_string(&p).map_err(|e| Fail(format!("{}: {e}", p.display())))?;
-        s.trim().parse().map_err(|e| Fail(format!("{} holds {s:?}: {e}", p.display())))
+        s.trim()
+            .parse()
+            .map_err(|e| Fail(format!("{} holds {s:?}: {e}", p.display())))
     }
 }
 
@@ -120,7 +132,9 @@ fn big_qp(fx: &Fx, cq: &Cq) -> Result<Qp, Errno> {
 
 pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let fx = Fx::new(c.opts)?;
-    let small = fx.v.create_cq(16, 0, fx.handle(0x5c), &[]).map_err(|e| Fail(format!("CREATE_CQ(16): {e}")))?;
+    let small =
+        fx.v.create_cq(16, 0, fx.handle(0x5c), &[])
+            .map_err(|e| Fail(format!("CREATE_CQ(16): {e}")))?;
     let mut g = Group::make()?;
     g.enter()?;
 
@@ -128,10 +142,19 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let before = g.current()?;
     let first = fx.v.create_cq(CQE, 0, fx.handle(0x9f), &[]);
     let after = g.current()?;
-    c.r.check(first.is_ok(), format!("in a {} MiB cgroup: one CREATE_CQ({CQE}) succeeds", LIMIT >> 20));
+    c.r.check(
+        first.is_ok(),
+        format!(
+            "in a {} MiB cgroup: one CREATE_CQ({CQE}) succeeds",
+            LIMIT >> 20
+        ),
+    );
     c.r.check(
         after >= before + CQ_RING,
-        format!("the group's memory.current grew by the CQ ring ({} KiB): {before} -> {after}", CQ_RING >> 10),
+        format!(
+            "the group's memory.current grew by the CQ ring ({} KiB): {before} -> {after}",
+            CQ_RING >> 10
+        ),
     );
     let (cqs, err) = fill_cqs(&fx);
     c.r.check(
@@ -139,12 +162,18 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
         format!("in the group: CREATE_CQ({CQE}) fails with ENOMEM before {CQS} more exist (made {}, then {err:?})", cqs.len()),
     );
     for cq in cqs.into_iter().chain(first) {
-        c.r.ok("destroying a CQ made in the group", fx.v.destroy_cq(cq.handle));
+        c.r.ok(
+            "destroying a CQ made in the group",
+            fx.v.destroy_cq(cq.handle),
+        );
     }
     let srq = big_srq(&fx);
     c.r.check(
         matches!(srq, Err(e) if e == ENOMEM),
-        format!("in the group: CREATE_SRQ(2^17 receives, 16 SGEs) fails with ENOMEM ({:?})", srq.as_ref().err()),
+        format!(
+            "in the group: CREATE_SRQ(2^17 receives, 16 SGEs) fails with ENOMEM ({:?})",
+            srq.as_ref().err()
+        ),
     );
     if let Ok(s) = srq {
         let _ = fx.v.destroy_srq(s.handle);
@@ -152,7 +181,10 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let qp = big_qp(&fx, &small);
     c.r.check(
         matches!(qp, Err(e) if e == ENOMEM),
-        format!("in the group: CREATE_QP(2^18 send WQEs, 16 SGEs) fails with ENOMEM ({:?})", qp.as_ref().err()),
+        format!(
+            "in the group: CREATE_QP(2^18 send WQEs, 16 SGEs) fails with ENOMEM ({:?})",
+            qp.as_ref().err()
+        ),
     );
     if let Ok(q) = qp {
         let _ = fx.v.destroy_qp(q.handle);
@@ -163,24 +195,34 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let (cqs, err) = fill_cqs(&fx);
     c.r.check(
         err.is_none() && cqs.len() == CQS,
-        format!("in the root group: {CQS} CREATE_CQ({CQE}) succeed (made {}, {err:?})", cqs.len()),
+        format!(
+            "in the root group: {CQS} CREATE_CQ({CQE}) succeed (made {}, {err:?})",
+            cqs.len()
+        ),
     );
     for cq in cqs {
-        c.r.ok("destroying a CQ made in the root group", fx.v.destroy_cq(cq.handle));
+        c.r.ok(
+            "destroying a CQ made in the root group",
+            fx.v.destroy_cq(cq.handle),
+        );
     }
     match big_srq(&fx) {
         Ok(s) => {
             c.r.check(true, "in the root group: the big CREATE_SRQ succeeds");
             c.r.ok("destroying the big SRQ", fx.v.destroy_srq(s.handle));
         }
-        Err(e) => c.r.fail(format!("in the root group: the big CREATE_SRQ failed: {e}")),
+        Err(e) => {
+            c.r.fail(format!("in the root group: the big CREATE_SRQ failed: {e}"))
+        }
     }
     match big_qp(&fx, &small) {
         Ok(q) => {
             c.r.check(true, "in the root group: the big CREATE_QP succeeds");
             c.r.ok("destroying the big QP", fx.v.destroy_qp(q.handle));
         }
-        Err(e) => c.r.fail(format!("in the root group: the big CREATE_QP failed: {e}")),
+        Err(e) => {
+            c.r.fail(format!("in the root group: the big CREATE_QP failed: {e}"))
+        }
     }
     c.r.ok("destroying the small CQ", fx.v.destroy_cq(small.handle));
     Ok(())

@@ -4,8 +4,8 @@
 
 pub mod ah_scope;
 pub mod bad_args;
-pub mod big_flush;
 pub mod bad_wqe;
+pub mod big_flush;
 pub mod cq_garbage;
 pub mod cq_srq_fault;
 pub mod flush;
@@ -27,7 +27,7 @@ use crate::errno::Errno;
 use crate::report::Report;
 use crate::ring::{CqRing, Ring};
 use crate::rng::Rng;
-use crate::uverbs::{event, mask, state, Cq, DeviceCaps, Dest, Modify, Qp, QpArgs, QpType, Verbs};
+use crate::uverbs::{event, mask, state, Cq, Dest, DeviceCaps, Modify, Qp, QpArgs, QpType, Verbs};
 use roxe_uapi::{Cqe, RecvWqe, SendWqe};
 use std::cell::Cell;
 use std::fmt::Display;
@@ -126,7 +126,15 @@ pub struct QpSpec {
 impl QpSpec {
     /// A QP of type `ty` with small queues.
     pub fn new(ty: QpType, send_cq: &Cq, recv_cq: &Cq) -> QpSpec {
-        QpSpec { ty, send_cq: send_cq.handle, recv_cq: recv_cq.handle, send_wr: 16, recv_wr: 16, send_sge: 2, inline: 64 }
+        QpSpec {
+            ty,
+            send_cq: send_cq.handle,
+            recv_cq: recv_cq.handle,
+            send_wr: 16,
+            recv_wr: 16,
+            send_sge: 2,
+            inline: 64,
+        }
     }
 }
 
@@ -151,10 +159,18 @@ pub struct Fx {
 impl Fx {
     /// Opens the device, creates a ucontext and a PD.
     pub fn new(o: &Opts) -> Result<Fx, Fail> {
-        let v = Verbs::open_with_context(&o.dev).step(format!("open {} and GET_CONTEXT", o.dev.display()))?;
+        let v = Verbs::open_with_context(&o.dev)
+            .step(format!("open {} and GET_CONTEXT", o.dev.display()))?;
         let caps = v.query_device().step("QUERY_DEVICE")?;
         let pd = v.alloc_pd(&[]).step("ALLOC_PD")?;
-        Ok(Fx { v, pd, caps, gid: o.gid, sgid_index: o.sgid_index, next: Cell::new(1) })
+        Ok(Fx {
+            v,
+            pd,
+            caps,
+            gid: o.gid,
+            sgid_index: o.sgid_index,
+            next: Cell::new(1),
+        })
     }
 
     /// A fresh `user_handle` with a recognisable tag in the top byte.
@@ -166,9 +182,18 @@ impl Fx {
 
     /// Creates a CQ of `cqe` entries and maps its ring.
     pub fn cq(&self, cqe: u32) -> Result<(Cq, CqRing), Fail> {
-        let cq = self.v.create_cq(cqe, 0, self.handle(0xcc), &[]).step(format!("CREATE_CQ cqe={cqe}"))?;
-        let ring = Ring::map(&self.v, cq.ring.mmap_offset, cq.ring.mmap_size, cq.ring.num_slots, cq.ring.slot_size)
-            .step("mmap of the CQ ring")?;
+        let cq = self
+            .v
+            .create_cq(cqe, 0, self.handle(0xcc), &[])
+            .step(format!("CREATE_CQ cqe={cqe}"))?;
+        let ring = Ring::map(
+            &self.v,
+            cq.ring.mmap_offset,
+            cq.ring.mmap_size,
+            cq.ring.num_slots,
+            cq.ring.slot_size,
+        )
+        .step("mmap of the CQ ring")?;
         Ok((cq, CqRing(ring)))
     }
 
@@ -192,15 +217,38 @@ impl Fx {
             })
             .step(format!("CREATE_QP {:?}", s.ty))?;
         let (sq, rq) = (qp.rings.sq, qp.rings.rq);
-        let sq = Ring::map(&self.v, sq.mmap_offset, sq.mmap_size, sq.num_slots, sq.slot_size).step("mmap of the SQ")?;
-        let rq = Ring::map(&self.v, rq.mmap_offset, rq.mmap_size, rq.num_slots, rq.slot_size).step("mmap of the RQ")?;
-        Ok(QpRings { qp, ty: s.ty, sq, rq })
+        let sq = Ring::map(
+            &self.v,
+            sq.mmap_offset,
+            sq.mmap_size,
+            sq.num_slots,
+            sq.slot_size,
+        )
+        .step("mmap of the SQ")?;
+        let rq = Ring::map(
+            &self.v,
+            rq.mmap_offset,
+            rq.mmap_size,
+            rq.num_slots,
+            rq.slot_size,
+        )
+        .step("mmap of the RQ")?;
+        Ok(QpRings {
+            qp,
+            ty: s.ty,
+            sq,
+            rq,
+        })
     }
 
     /// The attributes of the transition into `to` that the IBTA requires
     /// for a QP of type `ty` (`qp_state_table` in `verbs.c`).
     pub fn attrs(&self, qp: &Qp, ty: QpType, to: u8) -> Modify {
-        let mut m = Modify { qp_state: to, attr_mask: mask::STATE, ..Modify::default() };
+        let mut m = Modify {
+            qp_state: to,
+            attr_mask: mask::STATE,
+            ..Modify::default()
+        };
         match to {
             state::INIT => {
                 m.attr_mask |= mask::PKEY_INDEX | mask::PORT;
@@ -237,7 +285,8 @@ impl Fx {
                 m.attr_mask |= mask::SQ_PSN;
                 m.sq_psn = 0x456;
                 if ty == QpType::Rc {
-                    m.attr_mask |= mask::TIMEOUT | mask::RETRY_CNT | mask::RNR_RETRY | mask::MAX_QP_RD_ATOMIC;
+                    m.attr_mask |=
+                        mask::TIMEOUT | mask::RETRY_CNT | mask::RNR_RETRY | mask::MAX_QP_RD_ATOMIC;
                     m.timeout = 14;
                     m.retry_cnt = 7;
                     m.rnr_retry = 7;
@@ -257,7 +306,8 @@ impl Fx {
     /// Walks a QP from RESET up to `target` (INIT, RTR or RTS).
     pub fn bring_up(&self, q: &QpRings, target: u8) -> Result<(), Fail> {
         for s in [state::INIT, state::RTR, state::RTS] {
-            self.modify(q, s).step(format!("MODIFY_QP to {}", state::name(s)))?;
+            self.modify(q, s)
+                .step(format!("MODIFY_QP to {}", state::name(s)))?;
             if s == target {
                 break;
             }
@@ -277,9 +327,20 @@ impl Fx {
     pub fn loopback(&self, s: QpSpec) -> Result<QpRings, Fail> {
         let q = self.qp(s)?;
         let rts = self.attrs(&q.qp, q.ty, state::RTS);
-        let rtr = Modify { rq_psn: rts.sq_psn, ..self.attrs(&q.qp, q.ty, state::RTR) };
-        for (to, m) in [(state::INIT, self.attrs(&q.qp, q.ty, state::INIT)), (state::RTR, rtr), (state::RTS, rts)] {
-            self.v.modify_qp(q.qp.handle, &m).step(format!("MODIFY_QP of a loopback {:?} QP to {}", q.ty, state::name(to)))?;
+        let rtr = Modify {
+            rq_psn: rts.sq_psn,
+            ..self.attrs(&q.qp, q.ty, state::RTR)
+        };
+        for (to, m) in [
+            (state::INIT, self.attrs(&q.qp, q.ty, state::INIT)),
+            (state::RTR, rtr),
+            (state::RTS, rts),
+        ] {
+            self.v.modify_qp(q.qp.handle, &m).step(format!(
+                "MODIFY_QP of a loopback {:?} QP to {}",
+                q.ty,
+                state::name(to)
+            ))?;
         }
         Ok(q)
     }
@@ -292,11 +353,20 @@ impl Fx {
     pub fn pair(&self, s: QpSpec) -> Result<(QpRings, QpRings), Fail> {
         let (a, b) = (self.qp(s)?, self.qp(s)?);
         for (q, peer) in [(&a, &b), (&b, &a)] {
-            self.modify(q, state::INIT).step("MODIFY_QP of a pair's QP to INIT")?;
+            self.modify(q, state::INIT)
+                .step("MODIFY_QP of a pair's QP to INIT")?;
             let rts = self.attrs(&q.qp, q.ty, state::RTS);
-            let rtr = Modify { dest_qp_num: peer.qp.qpn, rq_psn: rts.sq_psn, ..self.attrs(&q.qp, q.ty, state::RTR) };
-            self.v.modify_qp(q.qp.handle, &rtr).step("MODIFY_QP of a pair's QP to RTR")?;
-            self.v.modify_qp(q.qp.handle, &rts).step("MODIFY_QP of a pair's QP to RTS")?;
+            let rtr = Modify {
+                dest_qp_num: peer.qp.qpn,
+                rq_psn: rts.sq_psn,
+                ..self.attrs(&q.qp, q.ty, state::RTR)
+            };
+            self.v
+                .modify_qp(q.qp.handle, &rtr)
+                .step("MODIFY_QP of a pair's QP to RTR")?;
+            self.v
+                .modify_qp(q.qp.handle, &rts)
+                .step("MODIFY_QP of a pair's QP to RTS")?;
         }
         Ok((a, b))
     }
@@ -340,7 +410,12 @@ impl Fx {
 
 /// A signaled SEND work request with no data.
 pub fn send(wr_id: u64) -> SendWqe {
-    SendWqe { wr_id, opcode: wr::SEND, send_flags: wr::SIGNALED, ..SendWqe::default() }
+    SendWqe {
+        wr_id,
+        opcode: wr::SEND,
+        send_flags: wr::SIGNALED,
+        ..SendWqe::default()
+    }
 }
 
 /// Writes `wqe` into the SQ at its producer index and publishes it.
@@ -357,24 +432,48 @@ pub fn post_raw(ring: &Ring, bytes: &[u8]) {
 
 /// Writes a receive WQE (no SGEs) into the RQ and publishes it.
 pub fn post_recv(rq: &Ring, wr_id: u64) {
-    post_raw(rq, &crate::abi::recv_wqe(&RecvWqe { wr_id, ..RecvWqe::default() }));
+    post_raw(
+        rq,
+        &crate::abi::recv_wqe(&RecvWqe {
+            wr_id,
+            ..RecvWqe::default()
+        }),
+    );
 }
 
 /// Checks a list of completions against `(wr_id, status)` pairs, in order,
 /// all for QP `qpn`.
-pub fn expect_cqes(r: &mut Report, what: impl Display, got: &[Cqe], want: &[(u64, u32)], qpn: u32) -> bool {
+pub fn expect_cqes(
+    r: &mut Report,
+    what: impl Display,
+    got: &[Cqe],
+    want: &[(u64, u32)],
+    qpn: u32,
+) -> bool {
     let seen: Vec<(u64, u32)> = got.iter().map(|c| (c.wr_id, c.status)).collect();
     let qpns_ok = got.iter().all(|c| c.qp_num == qpn);
     if seen == want && qpns_ok {
         return r.check(true, what);
     }
-    let fmt = |v: &[(u64, u32)]| v.iter().map(|(w, s)| format!("{w:#x}:{s}")).collect::<Vec<_>>().join(" ");
+    let fmt = |v: &[(u64, u32)]| {
+        v.iter()
+            .map(|(w, s)| format!("{w:#x}:{s}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     r.check(
         false,
         format!(
             "{what}: got [{}]{}, expected [{}] (wr_id:status)",
             fmt(&seen),
-            if qpns_ok { String::new() } else { format!(", qp_num {:?} not all {qpn:#x}", got.iter().map(|c| c.qp_num).collect::<Vec<_>>()) },
+            if qpns_ok {
+                String::new()
+            } else {
+                format!(
+                    ", qp_num {:?} not all {qpn:#x}",
+                    got.iter().map(|c| c.qp_num).collect::<Vec<_>>()
+                )
+            },
             fmt(want)
         ),
     )
@@ -382,7 +481,13 @@ pub fn expect_cqes(r: &mut Report, what: impl Display, got: &[Cqe], want: &[(u64
 
 /// Checks that `element` got exactly the error event `ty` and no other
 /// error event arrived.
-pub fn expect_event(fx: &Fx, r: &mut Report, what: impl Display, element: u64, ty: u32) -> Result<(), Fail> {
+pub fn expect_event(
+    fx: &Fx,
+    r: &mut Report,
+    what: impl Display,
+    element: u64,
+    ty: u32,
+) -> Result<(), Fail> {
     let evs = fx.error_events(EVENT_WAIT_MS)?;
     let want = vec![(element, ty)];
     if evs == want {
@@ -392,7 +497,9 @@ pub fn expect_event(fx: &Fx, r: &mut Report, what: impl Display, element: u64, t
             false,
             format!(
                 "{what}: events {:?}, expected one {} for {element:#x}",
-                evs.iter().map(|(e, t)| format!("{}@{e:#x}", event::name(*t))).collect::<Vec<_>>(),
+                evs.iter()
+                    .map(|(e, t)| format!("{}@{e:#x}", event::name(*t)))
+                    .collect::<Vec<_>>(),
                 event::name(ty)
             ),
         );
@@ -405,7 +512,14 @@ pub fn expect_no_event(fx: &Fx, r: &mut Report, what: impl Display) -> Result<()
     let evs = fx.error_events(QUIET_MS)?;
     r.check(
         evs.is_empty(),
-        format!("{what}{}", if evs.is_empty() { String::new() } else { format!(": got {evs:x?}") }),
+        format!(
+            "{what}{}",
+            if evs.is_empty() {
+                String::new()
+            } else {
+                format!(": got {evs:x?}")
+            }
+        ),
     );
     Ok(())
 }
@@ -420,7 +534,10 @@ pub fn require_doorbell(fx: &Fx, r: &mut Report, cq: &Cq) -> Result<(), Fail> {
     fx.destroy_qp(q).step("DESTROY_QP")?;
     match res {
         Err(e) if e == crate::errno::EINVAL => {
-            r.check(true, "the doorbell reaches roxe (a QP in RESET refuses it with EINVAL)");
+            r.check(
+                true,
+                "the doorbell reaches roxe (a QP in RESET refuses it with EINVAL)",
+            );
             Ok(())
         }
         Err(e) if e == crate::errno::EOPNOTSUPP => Err(Fail(
@@ -428,7 +545,9 @@ pub fn require_doorbell(fx: &Fx, r: &mut Report, cq: &Cq) -> Result<(), Fail> {
              the device does not set IB_USER_VERBS_CMD_POST_SEND in uverbs_cmd_mask"
                 .into(),
         )),
-        other => Err(Fail(format!("the doorbell on a QP in RESET returned {other:?}, expected EINVAL"))),
+        other => Err(Fail(format!(
+            "the doorbell on a QP in RESET returned {other:?}, expected EINVAL"
+        ))),
     }
 }
 
@@ -438,7 +557,10 @@ pub fn hw_counter(ibdev: &str, name: &str) -> Option<u64> {
     // (RDMA_HW_STATS_DEFAULT_LIFESPAN): a read sooner after the last one
     // returns the old values. Wait that out so every read is fresh.
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let p = std::path::Path::new("/sys/class/infiniband").join(ibdev).join("ports/1/hw_counters").join(name);
+    let p = std::path::Path::new("/sys/class/infiniband")
+        .join(ibdev)
+        .join("ports/1/hw_counters")
+        .join(name);
     std::fs::read_to_string(p).ok()?.trim().parse().ok()
 }
 
@@ -446,7 +568,10 @@ pub fn hw_counter(ibdev: &str, name: &str) -> Option<u64> {
 pub fn expect_state(fx: &Fx, r: &mut Report, what: impl Display, q: &QpRings, want: u8) {
     match fx.v.query_qp_state(q.qp.handle) {
         Ok(s) => {
-            r.check(s == want, format!("{what}: QUERY_QP says {}", state::name(s)));
+            r.check(
+                s == want,
+                format!("{what}: QUERY_QP says {}", state::name(s)),
+            );
         }
         Err(e) => r.fail(format!("{what}: QUERY_QP failed with {e}")),
     }

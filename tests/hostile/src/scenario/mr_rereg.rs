@@ -55,12 +55,21 @@ impl RoFile {
         let path = std::env::temp_dir().join(format!("roxe-hostile-ro-{}", std::process::id()));
         let io = |what: &str, e: std::io::Error| Fail(format!("{what} {}: {e}", path.display()));
         std::fs::write(&path, vec![FILL; len]).map_err(|e| io("writing", e))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).map_err(|e| io("chmod 0444", e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
+            .map_err(|e| io("chmod 0444", e))?;
         let f = std::fs::File::open(&path).map_err(|e| io("opening read-only", e))?;
         // SAFETY: A fresh read-only mapping at an address the kernel picks;
         // it overlaps nothing of ours and is only read through the file.
-        let ptr =
-            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, std::os::fd::AsRawFd::as_raw_fd(&f), 0) };
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                0,
+            )
+        };
         if ptr == libc::MAP_FAILED {
             let e = std::io::Error::last_os_error();
             let _ = std::fs::remove_file(&path);
@@ -76,7 +85,8 @@ impl RoFile {
 
     /// Whether the file still holds only [`FILL`].
     fn intact(&self) -> Result<bool, Fail> {
-        let b = std::fs::read(&self.path).map_err(|e| Fail(format!("reading {}: {e}", self.path.display())))?;
+        let b = std::fs::read(&self.path)
+            .map_err(|e| Fail(format!("reading {}: {e}", self.path.display())))?;
         Ok(b.len() == self.len && b.iter().all(|&x| x == FILL))
     }
 }
@@ -91,13 +101,34 @@ impl Drop for RoFile {
 
 /// A signaled RDMA WRITE of `LEN` bytes from `src` (lkey) to `dst` (rkey).
 fn write_slot(wr_id: u64, src: u64, lkey: u32, dst: u64, rkey: u32) -> Vec<u8> {
-    let wqe = SendWqe { opcode: wr::RDMA_WRITE, num_sge: 1, rkey, remote_addr: dst, ..send(wr_id) };
-    [abi::send_wqe(&wqe), abi::sge(&Sge { addr: src, length: LEN, lkey })].concat()
+    let wqe = SendWqe {
+        opcode: wr::RDMA_WRITE,
+        num_sge: 1,
+        rkey,
+        remote_addr: dst,
+        ..send(wr_id)
+    };
+    [
+        abi::send_wqe(&wqe),
+        abi::sge(&Sge {
+            addr: src,
+            length: LEN,
+            lkey,
+        }),
+    ]
+    .concat()
 }
 
 /// A signaled type 1 bind (as `ibv_bind_mw` posts it) of `len` bytes at
 /// `addr` of the MR `lkey` names, granting `rights`.
-pub(super) fn bind_slot(wr_id: u64, mw_rkey: u32, lkey: u32, addr: u64, len: u64, rights: u32) -> Vec<u8> {
+pub(super) fn bind_slot(
+    wr_id: u64,
+    mw_rkey: u32,
+    lkey: u32,
+    addr: u64,
+    len: u64,
+    rights: u32,
+) -> Vec<u8> {
     let wqe = SendWqe {
         opcode: BIND_MW,
         rkey: mw_rkey,
@@ -112,7 +143,12 @@ pub(super) fn bind_slot(wr_id: u64, mw_rkey: u32, lkey: u32, addr: u64, len: u64
 
 /// Posts `slot` on the requester of a fresh pair of RC QPs and returns its
 /// completion's status, or `None` if none came.
-pub(super) fn one_wqe(fx: &Fx, cq: &Cq, ring: &CqRing, slot: &[u8]) -> Result<Option<(u64, u32)>, Fail> {
+pub(super) fn one_wqe(
+    fx: &Fx,
+    cq: &Cq,
+    ring: &CqRing,
+    slot: &[u8],
+) -> Result<Option<(u64, u32)>, Fail> {
     let (q, responder) = fx.pair(QpSpec::new(QpType::Rc, cq, cq))?;
     post_raw(&q.sq, slot);
     fx.v.doorbell(q.qp.handle).step("the doorbell")?;
@@ -120,7 +156,8 @@ pub(super) fn one_wqe(fx: &Fx, cq: &Cq, ring: &CqRing, slot: &[u8]) -> Result<Op
     // Whatever else came (the responder's own errors) is not checked here.
     let _ = ring.settle();
     fx.destroy_qp(q).step("DESTROY_QP")?;
-    fx.destroy_qp(responder).step("DESTROY_QP of the responder")?;
+    fx.destroy_qp(responder)
+        .step("DESTROY_QP of the responder")?;
     Ok(got.first().map(|c| (c.wr_id, c.status)))
 }
 
@@ -136,11 +173,22 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     buf.write(0, &[0xa5; LEN as usize]);
     let rw = access::LOCAL_WRITE | access::REMOTE_WRITE;
     let src: Mr =
-        fx.v.reg_mr(fx.pd, buf.addr(), buf.len() as u64, buf.addr(), access::LOCAL_WRITE, &[])
-            .step("REG_MR of a buffer with LOCAL_WRITE")?;
+        fx.v.reg_mr(
+            fx.pd,
+            buf.addr(),
+            buf.len() as u64,
+            buf.addr(),
+            access::LOCAL_WRITE,
+            &[],
+        )
+        .step("REG_MR of a buffer with LOCAL_WRITE")?;
 
-    let ro = fx.v.reg_mr(fx.pd, faddr, flen, faddr, access::REMOTE_READ, &[]);
-    let Some(ro) = c.r.ok("REG_MR of a read-only mapping of a 0444 file with REMOTE_READ", ro) else {
+    let ro =
+        fx.v.reg_mr(fx.pd, faddr, flen, faddr, access::REMOTE_READ, &[]);
+    let Some(ro) = c.r.ok(
+        "REG_MR of a read-only mapping of a 0444 file with REMOTE_READ",
+        ro,
+    ) else {
         return Ok(());
     };
     // The last attempt asks for every right the checks below need, so that
@@ -148,51 +196,118 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     for (what, rights) in [
         ("LOCAL_WRITE", access::LOCAL_WRITE),
         ("MW_BIND", access::MW_BIND),
-        ("LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ", rw | access::REMOTE_READ),
-        ("LOCAL_WRITE | REMOTE_WRITE | MW_BIND | REMOTE_READ", rw | access::MW_BIND | access::REMOTE_READ),
+        (
+            "LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ",
+            rw | access::REMOTE_READ,
+        ),
+        (
+            "LOCAL_WRITE | REMOTE_WRITE | MW_BIND | REMOTE_READ",
+            rw | access::MW_BIND | access::REMOTE_READ,
+        ),
     ] {
         let r = fx.v.rereg_mr(ro.handle, rereg::ACCESS, 0, 0, 0, 0, rights);
-        c.r.errno(format!("REREG_MR of the read-only pin to {what}"), r, EACCES);
+        c.r.errno(
+            format!("REREG_MR of the read-only pin to {what}"),
+            r,
+            EACCES,
+        );
     }
 
     // What an upgrade would have allowed: a write into the file's pages,
     // and a window with write rights over them.
-    let got = one_wqe(&fx, &cq, &ring, &write_slot(0x51, buf.addr(), src.lkey, faddr, ro.rkey))?;
-    c.r.eq("an RDMA WRITE to the read-only MR fails with a remote access error", got, Some((0x51, wc::REM_ACCESS_ERR)));
+    let got = one_wqe(
+        &fx,
+        &cq,
+        &ring,
+        &write_slot(0x51, buf.addr(), src.lkey, faddr, ro.rkey),
+    )?;
+    c.r.eq(
+        "an RDMA WRITE to the read-only MR fails with a remote access error",
+        got,
+        Some((0x51, wc::REM_ACCESS_ERR)),
+    );
     match fx.v.alloc_mw(fx.pd, 1) {
         Ok(mw) => {
             let slot = bind_slot(0x52, mw.rkey, ro.lkey, faddr, flen, access::REMOTE_WRITE);
             let got = one_wqe(&fx, &cq, &ring, &slot)?;
-            c.r.eq("a type 1 window bound with REMOTE_WRITE over the read-only MR fails to bind", got, Some((0x52, MW_BIND_ERR)));
+            c.r.eq(
+                "a type 1 window bound with REMOTE_WRITE over the read-only MR fails to bind",
+                got,
+                Some((0x52, MW_BIND_ERR)),
+            );
             c.r.ok("DEALLOC_MW", fx.v.dealloc_mw(mw.handle));
         }
         Err(e) => c.r.fail(format!("ALLOC_MW of type 1: {e}")),
     }
     c.r.check(file.intact()?, "the 0444 file still holds its bytes");
-    let r = fx.v.rereg_mr(ro.handle, rereg::ACCESS, 0, 0, 0, 0, access::REMOTE_READ);
-    c.r.ok("REREG_MR of the read-only pin to REMOTE_READ (no write right: no new pin needed)", r);
+    let r =
+        fx.v.rereg_mr(ro.handle, rereg::ACCESS, 0, 0, 0, 0, access::REMOTE_READ);
+    c.r.ok(
+        "REREG_MR of the read-only pin to REMOTE_READ (no write right: no new pin needed)",
+        r,
+    );
 
     // Controls. An MR pinned writable takes write rights in place.
-    let wmr = fx.v.reg_mr(fx.pd, buf.addr() + page as u64, page as u64, buf.addr() + page as u64, access::LOCAL_WRITE, &[]);
-    if let Some(wmr) = c.r.ok("REG_MR of a buffer with LOCAL_WRITE (pinned writable)", wmr) {
+    let wmr = fx.v.reg_mr(
+        fx.pd,
+        buf.addr() + page as u64,
+        page as u64,
+        buf.addr() + page as u64,
+        access::LOCAL_WRITE,
+        &[],
+    );
+    if let Some(wmr) =
+        c.r.ok("REG_MR of a buffer with LOCAL_WRITE (pinned writable)", wmr)
+    {
         let r = fx.v.rereg_mr(wmr.handle, rereg::ACCESS, 0, 0, 0, 0, rw);
-        c.r.ok("REREG_MR of the writable pin to LOCAL_WRITE | REMOTE_WRITE", r);
+        c.r.ok(
+            "REREG_MR of the writable pin to LOCAL_WRITE | REMOTE_WRITE",
+            r,
+        );
         let dst = buf.addr() + page as u64;
-        let got = one_wqe(&fx, &cq, &ring, &write_slot(0x53, buf.addr(), src.lkey, dst, wmr.rkey))?;
-        c.r.eq("an RDMA WRITE to it then succeeds", got, Some((0x53, wc::SUCCESS)));
+        let got = one_wqe(
+            &fx,
+            &cq,
+            &ring,
+            &write_slot(0x53, buf.addr(), src.lkey, dst, wmr.rkey),
+        )?;
+        c.r.eq(
+            "an RDMA WRITE to it then succeeds",
+            got,
+            Some((0x53, wc::SUCCESS)),
+        );
         let mut landed = vec![0u8; LEN as usize];
         buf.read(page, &mut landed);
-        c.r.check(landed == vec![0xa5; LEN as usize], "the written bytes landed");
+        c.r.check(
+            landed == vec![0xa5; LEN as usize],
+            "the written bytes landed",
+        );
         c.r.ok("DEREG_MR of the writable MR", fx.v.dereg_mr(wmr.handle));
     }
     // A new translation pins again, so it may add write rights.
     let (b, blen) = (buf.addr() + page as u64, page as u64);
-    let r = fx.v.rereg_mr(ro.handle, rereg::TRANS | rereg::ACCESS, b, blen, b, 0, rw);
-    if let Some((_, rkey)) = c.r.ok("REREG_MR of the read-only MR to a writable buffer with write rights (a new pin)", r) {
-        let got = one_wqe(&fx, &cq, &ring, &write_slot(0x54, buf.addr(), src.lkey, b, rkey))?;
-        c.r.eq("an RDMA WRITE through its new rkey succeeds", got, Some((0x54, wc::SUCCESS)));
+    let r =
+        fx.v.rereg_mr(ro.handle, rereg::TRANS | rereg::ACCESS, b, blen, b, 0, rw);
+    if let Some((_, rkey)) = c.r.ok(
+        "REREG_MR of the read-only MR to a writable buffer with write rights (a new pin)",
+        r,
+    ) {
+        let got = one_wqe(
+            &fx,
+            &cq,
+            &ring,
+            &write_slot(0x54, buf.addr(), src.lkey, b, rkey),
+        )?;
+        c.r.eq(
+            "an RDMA WRITE through its new rkey succeeds",
+            got,
+            Some((0x54, wc::SUCCESS)),
+        );
     }
-    c.r.check(file.intact()?, "the 0444 file still holds its bytes at the end");
+    c.r.check(
+        file.intact()?,
+        "the 0444 file still holds its bytes at the end",
+    );
     c.r.ok("DEREG_MR of the re-registered MR", fx.v.dereg_mr(ro.handle));
     c.r.ok("DEREG_MR of the source buffer", fx.v.dereg_mr(src.handle));
     fx.destroy_cq(cq, ring).step("DESTROY_CQ")?;

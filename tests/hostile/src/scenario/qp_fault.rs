@@ -20,13 +20,16 @@ struct Knob;
 
 impl Knob {
     fn set(n: u32) -> Result<Knob, Fail> {
-        std::fs::write(KNOB, format!("{n}\n")).map_err(|e| Fail(format!("writing {n} to {KNOB}: {e}")))?;
+        std::fs::write(KNOB, format!("{n}\n"))
+            .map_err(|e| Fail(format!("writing {n} to {KNOB}: {e}")))?;
         Ok(Knob)
     }
 
     fn get() -> Result<u32, Fail> {
         let s = std::fs::read_to_string(KNOB).map_err(|e| Fail(format!("reading {KNOB}: {e}")))?;
-        s.trim().parse().map_err(|e| Fail(format!("{KNOB} holds {s:?}: {e}")))
+        s.trim()
+            .parse()
+            .map_err(|e| Fail(format!("{KNOB} holds {s:?}: {e}")))
     }
 }
 
@@ -57,28 +60,57 @@ fn try_create(fx: &Fx, cq: &Cq, ty: QpType) -> Result<(), Errno> {
 
 pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     if !Path::new(KNOB).exists() {
-        return Err(Fail(format!("{KNOB} does not exist: this roxe.ko has no QP fault knob")));
+        return Err(Fail(format!(
+            "{KNOB} does not exist: this roxe.ko has no QP fault knob"
+        )));
     }
     let fx = Fx::new(c.opts)?;
     let (cq, ring) = fx.cq(16)?;
-    for (round, ty) in [QpType::Rc, QpType::Uc, QpType::Ud, QpType::Rc].into_iter().enumerate() {
+    for (round, ty) in [QpType::Rc, QpType::Uc, QpType::Ud, QpType::Rc]
+        .into_iter()
+        .enumerate()
+    {
         let knob = Knob::set(1)?;
-        c.r.errno(format!("round {round}: CREATE_QP {ty:?} with its PSN table allocation failing"), try_create(&fx, &cq, ty), ENOMEM);
-        c.r.eq(format!("round {round}: the knob fired once"), Knob::get()?, 0);
+        c.r.errno(
+            format!("round {round}: CREATE_QP {ty:?} with its PSN table allocation failing"),
+            try_create(&fx, &cq, ty),
+            ENOMEM,
+        );
+        c.r.eq(
+            format!("round {round}: the knob fired once"),
+            Knob::get()?,
+            0,
+        );
         drop(knob);
-        c.r.ok(format!("round {round}: the next CREATE_QP {ty:?} succeeds"), try_create(&fx, &cq, ty));
+        c.r.ok(
+            format!("round {round}: the next CREATE_QP {ty:?} succeeds"),
+            try_create(&fx, &cq, ty),
+        );
     }
     // The second creation from now fails; the first and third do not.
     let knob = Knob::set(2)?;
     let first = fx.qp(QpSpec::new(QpType::Rc, &cq, &cq));
-    c.r.check(first.is_ok(), "with the knob at 2: the first CREATE_QP succeeds");
-    c.r.errno("with the knob at 2: the second CREATE_QP fails", try_create(&fx, &cq, QpType::Rc), ENOMEM);
-    c.r.ok("with the knob at 2: the third CREATE_QP succeeds", try_create(&fx, &cq, QpType::Rc));
+    c.r.check(
+        first.is_ok(),
+        "with the knob at 2: the first CREATE_QP succeeds",
+    );
+    c.r.errno(
+        "with the knob at 2: the second CREATE_QP fails",
+        try_create(&fx, &cq, QpType::Rc),
+        ENOMEM,
+    );
+    c.r.ok(
+        "with the knob at 2: the third CREATE_QP succeeds",
+        try_create(&fx, &cq, QpType::Rc),
+    );
     drop(knob);
     if let Ok(q) = first {
         // The QP made before the failure still works.
         fx.bring_up(&q, state::RTS)?;
-        c.r.ok("the QP made before the failure reaches RTS and is destroyed", fx.destroy_qp(q));
+        c.r.ok(
+            "the QP made before the failure reaches RTS and is destroyed",
+            fx.destroy_qp(q),
+        );
     }
     fx.destroy_cq(cq, ring).step("DESTROY_CQ")?;
     Ok(())

@@ -21,7 +21,13 @@ fn structured(rng: &mut Rng, caps: &QpCaps, wr_id: u64, slot_size: usize) -> Vec
     let opcode = pick(&[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
     let send_flags = pick(&[0, 1, 2, 4, 8, 16, 8 | 2]);
     let num_sge = pick(&[0, 1, caps.max_send_sge, caps.max_send_sge + 1, u32::MAX]);
-    let inline_len = pick(&[0, 1, caps.max_inline_data, caps.max_inline_data + 1, u32::MAX]);
+    let inline_len = pick(&[
+        0,
+        1,
+        caps.max_inline_data,
+        caps.max_inline_data + 1,
+        u32::MAX,
+    ]);
     let wqe = SendWqe {
         wr_id,
         opcode,
@@ -64,7 +70,13 @@ impl Tally {
     fn report(self, r: &mut Report, n: u32, what: &str) {
         match self.first {
             None => r.check(true, format!("{what} ({n} iterations)")),
-            Some(f) => r.check(false, format!("{what}: wrong in {} of {n} iterations; first: {f}", self.bad)),
+            Some(f) => r.check(
+                false,
+                format!(
+                    "{what}: wrong in {} of {n} iterations; first: {f}",
+                    self.bad
+                ),
+            ),
         };
     }
 }
@@ -101,43 +113,91 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
             let bytes = if c.rng.one_in(2) {
                 c.rng.bytes(q.sq.slot_size())
             } else {
-                structured(&mut c.rng, &q.qp.caps, u64::from(it) << 32 | u64::from(i), q.sq.slot_size())
+                structured(
+                    &mut c.rng,
+                    &q.qp.caps,
+                    u64::from(it) << 32 | u64::from(i),
+                    q.sq.slot_size(),
+                )
             };
             posted.push(abi::send_wr_id(&bytes));
             q.sq.write_slot(i, &bytes);
         }
         q.sq.set_producer(k);
         let r = fx.v.doorbell(q.qp.handle);
-        t.doorbell.record(r.is_ok(), it, || format!("doorbell failed with {:?}", r.err()));
+        t.doorbell.record(r.is_ok(), it, || {
+            format!("doorbell failed with {:?}", r.err())
+        });
         let r = fx.modify(&q, state::ERR);
-        t.state_err.record(r.is_ok(), it, || format!("MODIFY_QP to ERR failed with {:?}", r.err()));
+        t.state_err.record(r.is_ok(), it, || {
+            format!("MODIFY_QP to ERR failed with {:?}", r.err())
+        });
         let got = scq_ring.collect(posted.len(), WAIT);
         total_cqes += got.len();
 
-        let bad_status: Vec<_> = got.iter().filter(|c| ![wc::LOC_LEN_ERR, wc::LOC_QP_OP_ERR, wc::WR_FLUSH_ERR].contains(&c.status)).collect();
-        t.statuses.record(bad_status.is_empty(), it, || format!("statuses {:?}", bad_status.iter().map(|c| c.status).collect::<Vec<_>>()));
+        let bad_status: Vec<_> = got
+            .iter()
+            .filter(|c| ![wc::LOC_LEN_ERR, wc::LOC_QP_OP_ERR, wc::WR_FLUSH_ERR].contains(&c.status))
+            .collect();
+        t.statuses.record(bad_status.is_empty(), it, || {
+            format!(
+                "statuses {:?}",
+                bad_status.iter().map(|c| c.status).collect::<Vec<_>>()
+            )
+        });
         let errors = got.iter().filter(|c| c.status != wc::WR_FLUSH_ERR).count();
-        t.one_error.record(errors <= 1, it, || format!("{errors} non-flush errors"));
-        t.qpns.record(got.iter().all(|c| c.qp_num == q.qp.qpn), it, || "a CQE for another QP".into());
+        t.one_error
+            .record(errors <= 1, it, || format!("{errors} non-flush errors"));
+        t.qpns
+            .record(got.iter().all(|c| c.qp_num == q.qp.qpn), it, || {
+                "a CQE for another QP".into()
+            });
         // Each completion names the next posted WQE not yet completed:
         // `got` must be a subsequence of `posted` (wr_ids may repeat).
         let mut rest = posted.iter();
         let in_order = got.iter().all(|cqe| rest.any(|&w| w == cqe.wr_id));
-        t.ordered.record(in_order, it, || format!("wr_ids {:x?} are not a subsequence of the posted {:x?}", got.iter().map(|c| c.wr_id).collect::<Vec<_>>(), posted));
-        t.complete.record(got.len() == posted.len(), it, || format!("{} of {} WQEs completed", got.len(), posted.len()));
-        t.consumed.record(q.sq.consumer() == k, it, || format!("SQ consumer {} after {k} WQEs", q.sq.consumer()));
+        t.ordered.record(in_order, it, || {
+            format!(
+                "wr_ids {:x?} are not a subsequence of the posted {:x?}",
+                got.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+                posted
+            )
+        });
+        t.complete.record(got.len() == posted.len(), it, || {
+            format!("{} of {} WQEs completed", got.len(), posted.len())
+        });
+        t.consumed.record(q.sq.consumer() == k, it, || {
+            format!("SQ consumer {} after {k} WQEs", q.sq.consumer())
+        });
         let r = fx.destroy_qp(q);
-        t.destroy.record(r.is_ok(), it, || format!("DESTROY_QP failed with {:?}", r.err()));
+        t.destroy.record(r.is_ok(), it, || {
+            format!("DESTROY_QP failed with {:?}", r.err())
+        });
     }
     c.r.info(format!("{total_cqes} completions in {n} iterations"));
-    t.doorbell.report(c.r, n, "the doorbell accepts random WQEs behind a valid producer");
-    t.state_err.report(c.r, n, "MODIFY_QP to ERR succeeds afterwards");
-    t.statuses.report(c.r, n, "every status is LOC_LEN_ERR, LOC_QP_OP_ERR or WR_FLUSH_ERR");
-    t.one_error.report(c.r, n, "at most one WQE per QP completes with a non-flush error");
+    t.doorbell.report(
+        c.r,
+        n,
+        "the doorbell accepts random WQEs behind a valid producer",
+    );
+    t.state_err
+        .report(c.r, n, "MODIFY_QP to ERR succeeds afterwards");
+    t.statuses.report(
+        c.r,
+        n,
+        "every status is LOC_LEN_ERR, LOC_QP_OP_ERR or WR_FLUSH_ERR",
+    );
+    t.one_error.report(
+        c.r,
+        n,
+        "at most one WQE per QP completes with a non-flush error",
+    );
     t.qpns.report(c.r, n, "every completion names the QP");
-    t.ordered.report(c.r, n, "completions come in posting order, none twice");
+    t.ordered
+        .report(c.r, n, "completions come in posting order, none twice");
     t.complete.report(c.r, n, "every posted WQE completes");
-    t.consumed.report(c.r, n, "the SQ consumer index reaches the producer");
+    t.consumed
+        .report(c.r, n, "the SQ consumer index reaches the producer");
     t.destroy.report(c.r, n, "DESTROY_QP succeeds");
     c.r.check(rcq_ring.settle().is_empty(), "nothing on the receive CQ");
     c.r.ok("DESTROY_CQ send", fx.destroy_cq(scq, scq_ring));

@@ -29,8 +29,18 @@ const MTU: u64 = 1024;
 fn read(wr_id: u64, addr: u64, key: (u32, u32), off: u64, len: u64) -> Vec<u8> {
     let (lkey, rkey) = key;
     let len32 = u32::try_from(len).expect("a read within the buffer");
-    let w = SendWqe { opcode: wr::RDMA_READ, num_sge: 1, rkey, remote_addr: addr + off, ..send(wr_id) };
-    let sge = Sge { addr: addr + off + len, length: len32, lkey };
+    let w = SendWqe {
+        opcode: wr::RDMA_READ,
+        num_sge: 1,
+        rkey,
+        remote_addr: addr + off,
+        ..send(wr_id)
+    };
+    let sge = Sge {
+        addr: addr + off + len,
+        length: len32,
+        lkey,
+    };
     [abi::send_wqe(&w), abi::sge(&sge)].concat()
 }
 
@@ -43,11 +53,17 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let v = &fx.v;
     let (cq, cq_ring) = fx.cq(64)?;
     let len = 4 * HOG_MAX * MTU;
-    let buf = Mapping::anon(usize::try_from(len).expect("a small buffer")).step("a buffer to register")?;
+    let buf = Mapping::anon(usize::try_from(len).expect("a small buffer"))
+        .step("a buffer to register")?;
     // LOCAL_WRITE | REMOTE_READ
-    let mr = v.reg_mr(fx.pd, buf.addr(), len, buf.addr(), 1 | 4, &[]).step("REG_MR")?;
+    let mr = v
+        .reg_mr(fx.pd, buf.addr(), len, buf.addr(), 1 | 4, &[])
+        .step("REG_MR")?;
     let key = (mr.lkey, mr.rkey);
-    c.r.check(overdrafts(&c.opts.ibdev).is_some(), "the port has the read_credit_overdraft counter");
+    c.r.check(
+        overdrafts(&c.opts.ibdev).is_some(),
+        "the port has the read_credit_overdraft counter",
+    );
 
     // The hogs' reads go to a QP that never leaves RESET.
     let sink = fx.qp(QpSpec::new(QpType::Rc, &cq, &cq))?;
@@ -56,17 +72,32 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     // Bounded: the size halves each round.
     while pkts >= 1 {
         let q = fx.qp(QpSpec::new(QpType::Rc, &cq, &cq))?;
-        fx.modify(&q, state::INIT).step("MODIFY_QP of a hog to INIT")?;
-        let rtr = Modify { dest_qp_num: sink.qp.qpn, ..fx.attrs(&q.qp, q.ty, state::RTR) };
-        v.modify_qp(q.qp.handle, &rtr).step("MODIFY_QP of a hog to RTR")?;
-        let rts = Modify { timeout: 31, ..fx.attrs(&q.qp, q.ty, state::RTS) };
-        v.modify_qp(q.qp.handle, &rts).step("MODIFY_QP of a hog to RTS, timeout 31")?;
+        fx.modify(&q, state::INIT)
+            .step("MODIFY_QP of a hog to INIT")?;
+        let rtr = Modify {
+            dest_qp_num: sink.qp.qpn,
+            ..fx.attrs(&q.qp, q.ty, state::RTR)
+        };
+        v.modify_qp(q.qp.handle, &rtr)
+            .step("MODIFY_QP of a hog to RTR")?;
+        let rts = Modify {
+            timeout: 31,
+            ..fx.attrs(&q.qp, q.ty, state::RTS)
+        };
+        v.modify_qp(q.qp.handle, &rts)
+            .step("MODIFY_QP of a hog to RTS, timeout 31")?;
         post_raw(&q.sq, &read(0x4000 + pkts, buf.addr(), key, 0, pkts * MTU));
-        c.r.ok(format!("a hog's read of {pkts} packets: the doorbell"), v.doorbell(q.qp.handle));
+        c.r.ok(
+            format!("a hog's read of {pkts} packets: the doorbell"),
+            v.doorbell(q.qp.handle),
+        );
         hogs.push(q);
         pkts /= 2;
     }
-    c.r.info(format!("{} hogs wait for answers that never come", hogs.len()));
+    c.r.info(format!(
+        "{} hogs wait for answers that never come",
+        hogs.len()
+    ));
     // The smaller hogs starve and overdraw too; let them, so that the
     // counter below moves for the victim alone.
     std::thread::sleep(std::time::Duration::from_millis(400));
@@ -75,10 +106,22 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let q = fx.loopback(QpSpec::new(QpType::Rc, &cq, &cq))?;
     post_raw(&q.sq, &read(0x4001_0000, buf.addr(), key, 0, 4 * MTU));
     let start = std::time::Instant::now();
-    c.r.ok("the victim's read of 4 packets: the doorbell", v.doorbell(q.qp.handle));
+    c.r.ok(
+        "the victim's read of 4 packets: the doorbell",
+        v.doorbell(q.qp.handle),
+    );
     let got = cq_ring.collect(1, WAIT);
-    expect_cqes(c.r, "the victim's read completes while the hogs hold the credits", &got, &[(0x4001_0000, wc::SUCCESS)], q.qp.qpn);
-    c.r.info(format!("the victim's read took {} ms", start.elapsed().as_millis()));
+    expect_cqes(
+        c.r,
+        "the victim's read completes while the hogs hold the credits",
+        &got,
+        &[(0x4001_0000, wc::SUCCESS)],
+        q.qp.qpn,
+    );
+    c.r.info(format!(
+        "the victim's read took {} ms",
+        start.elapsed().as_millis()
+    ));
     let during = overdrafts(&c.opts.ibdev);
     c.r.check(
         matches!((before, during), (Some(b), Some(d)) if d > b),
@@ -96,15 +139,45 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     // 128 and 64 packets at once (the whole pool) need no overdraft.
     let q1 = fx.loopback(QpSpec::new(QpType::Rc, &cq, &cq))?;
     let q2 = fx.loopback(QpSpec::new(QpType::Rc, &cq, &cq))?;
-    post_raw(&q1.sq, &read(0x4002_0000, buf.addr(), key, 0, HOG_MAX * MTU));
-    post_raw(&q2.sq, &read(0x4003_0000, buf.addr(), key, 2 * HOG_MAX * MTU, HOG_MAX / 2 * MTU));
-    c.r.ok("a read of 128 packets after the hogs are gone: the doorbell", v.doorbell(q1.qp.handle));
-    c.r.ok("and one of 64 packets on another QP: the doorbell", v.doorbell(q2.qp.handle));
-    let mut got: Vec<(u64, u32)> = cq_ring.collect(2, WAIT).iter().map(|x| (x.wr_id, x.status)).collect();
+    post_raw(
+        &q1.sq,
+        &read(0x4002_0000, buf.addr(), key, 0, HOG_MAX * MTU),
+    );
+    post_raw(
+        &q2.sq,
+        &read(
+            0x4003_0000,
+            buf.addr(),
+            key,
+            2 * HOG_MAX * MTU,
+            HOG_MAX / 2 * MTU,
+        ),
+    );
+    c.r.ok(
+        "a read of 128 packets after the hogs are gone: the doorbell",
+        v.doorbell(q1.qp.handle),
+    );
+    c.r.ok(
+        "and one of 64 packets on another QP: the doorbell",
+        v.doorbell(q2.qp.handle),
+    );
+    let mut got: Vec<(u64, u32)> = cq_ring
+        .collect(2, WAIT)
+        .iter()
+        .map(|x| (x.wr_id, x.status))
+        .collect();
     got.sort_unstable();
-    c.r.eq("both complete", got, vec![(0x4002_0000, wc::SUCCESS), (0x4003_0000, wc::SUCCESS)]);
+    c.r.eq(
+        "both complete",
+        got,
+        vec![(0x4002_0000, wc::SUCCESS), (0x4003_0000, wc::SUCCESS)],
+    );
     let after = overdrafts(&c.opts.ibdev);
-    c.r.eq("read_credit_overdraft did not move for them: the pool is whole", after, during);
+    c.r.eq(
+        "read_credit_overdraft did not move for them: the pool is whole",
+        after,
+        during,
+    );
     c.r.ok("DESTROY_QP", fx.destroy_qp(q1));
     c.r.ok("DESTROY_QP", fx.destroy_qp(q2));
 

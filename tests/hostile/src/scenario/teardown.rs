@@ -13,7 +13,8 @@ fn mess(c: &mut Ctx<'_>, fx: &Fx, buf: &Mapping) -> Result<Vec<Ring>, Fail> {
     let (b, b_ring) = fx.cq(16)?;
     a_ring.0.overwrite(&c.rng.bytes(a_ring.0.mapping().len()));
     a_ring.0.set_consumer(0x8000_0000);
-    fx.v.reg_mr(fx.pd, buf.addr(), buf.len() as u64, buf.addr(), 1, &[]).step("REG_MR")?;
+    fx.v.reg_mr(fx.pd, buf.addr(), buf.len() as u64, buf.addr(), 1, &[])
+        .step("REG_MR")?;
     // Work waiting in an SQ, garbage in its RQ.
     let q1 = fx.qp_in(QpSpec::new(QpType::Rc, &b, &b), state::RTS)?;
     for i in 0..4 {
@@ -46,9 +47,18 @@ fn works(c: &mut Ctx<'_>, what: &str) -> Result<(), Fail> {
     let (cq, ring) = fx.cq(16)?;
     let q = fx.qp_in(QpSpec::new(QpType::Rc, &cq, &cq), state::RTS)?;
     post_send(&q.sq, &send(0x77));
-    c.r.ok(format!("{what}: MODIFY_QP to ERR"), fx.modify(&q, state::ERR));
+    c.r.ok(
+        format!("{what}: MODIFY_QP to ERR"),
+        fx.modify(&q, state::ERR),
+    );
     let got = ring.collect(1, WAIT);
-    expect_cqes(c.r, format!("{what}: a fresh QP flushes its work"), &got, &[(0x77, wc::WR_FLUSH_ERR)], q.qp.qpn);
+    expect_cqes(
+        c.r,
+        format!("{what}: a fresh QP flushes its work"),
+        &got,
+        &[(0x77, wc::WR_FLUSH_ERR)],
+        q.qp.qpn,
+    );
     c.r.ok(format!("{what}: DESTROY_QP"), fx.destroy_qp(q));
     c.r.ok(format!("{what}: DESTROY_CQ"), fx.destroy_cq(cq, ring));
     Ok(())
@@ -67,12 +77,18 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
         r.overwrite(&junk);
         alive &= r.snapshot() == junk;
     }
-    c.r.check(alive, "after close, the still-mapped rings are ordinary memory");
+    c.r.check(
+        alive,
+        "after close, the still-mapped rings are ordinary memory",
+    );
     let mut unmapped = true;
     for r in rings {
         unmapped &= r.unmap().is_ok();
     }
-    c.r.check(unmapped, "munmap of every ring after close (the last one releases the ucontext)");
+    c.r.check(
+        unmapped,
+        "munmap of every ring after close (the last one releases the ucontext)",
+    );
     works(c, "after a teardown at the last munmap")?;
 
     // Round 2: unmap first, then close with the objects live.
