@@ -584,9 +584,9 @@ impl<T: Driver> Device<T> {
         let Ok(index) = usize::try_from(index) else {
             return EINVAL.to_errno() as isize;
         };
+        let (start, len) = (buf.cast::<u8>(), kernel::page::PAGE_SIZE);
         // SAFETY: sysfs hands `show` a zeroed buffer of one page.
-        let page =
-            unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), kernel::page::PAGE_SIZE) };
+        let page = unsafe { core::slice::from_raw_parts_mut(start, len) };
         let mut out = Buffer::new(page);
         match T::show_attr(this, index, &mut out) {
             // CAST: the length is below PAGE_SIZE.

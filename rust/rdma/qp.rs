@@ -169,8 +169,8 @@ impl QpAttr {
             timeout: a.timeout,
             retry_cnt: a.retry_cnt,
             rnr_retry: a.rnr_retry,
-            // SAFETY: Per the function's contract.
             av: if with_av {
+                // SAFETY: Per the function's contract.
                 Some(unsafe { AhAttr::from_raw(&a.ah_attr) })
             } else {
                 None
@@ -439,8 +439,8 @@ impl<T: Driver> Qp<T> {
             // SAFETY: NULL or the call's valid udata.
             let udata = unsafe { UData::from_raw(udata) };
             let this = qp.cast::<Self>();
-            // SAFETY: The core filled the C part; `NewQp` exposes only that.
             let new = NewQp::<T> {
+                // SAFETY: The core filled the C part; `NewQp` exposes only that.
                 ib: unsafe { &*qp.cast::<Opaque<bindings::ib_qp>>() },
                 _p: PhantomData,
             };

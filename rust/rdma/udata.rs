@@ -114,10 +114,10 @@ impl<'a> UData<'a> {
             return Err(super::errno::eopnotsupp());
         }
         let mut v = T::default();
+        let (dst, src) = ((&raw mut v).cast(), self.raw.inbuf);
         // SAFETY: `inbuf` is a user address with `inlen >= len` bytes; `v`
         // is `len` writable bytes and, being `Plain`, accepts any bits.
-        let left =
-            unsafe { bindings::roxe_copy_from_user((&raw mut v).cast(), self.raw.inbuf, len as _) };
+        let left = unsafe { bindings::roxe_copy_from_user(dst, src, len as _) };
         if left != 0 {
             return Err(EFAULT);
         }
@@ -132,10 +132,10 @@ impl<'a> UData<'a> {
         }
         // CAST: a user address; `copy_to_user` checks that it is one.
         let to = addr as usize as *mut kernel::ffi::c_void;
+        let (from, n) = ((v as *const T).cast(), size_of::<T>());
         // SAFETY: `copy_to_user` validates the destination range itself;
         // `v` is readable and, being `Plain`, has no padding to leak.
-        let left =
-            unsafe { bindings::roxe_copy_to_user(to, (v as *const T).cast(), size_of::<T>() as _) };
+        let left = unsafe { bindings::roxe_copy_to_user(to, from, n as _) };
         if left != 0 {
             return Err(EFAULT);
         }
