@@ -806,6 +806,14 @@ def inject_via_lo(ip, qpn):
                          64, socket.IPPROTO_UDP, 0, a, a)
     udp = struct.pack("!HHHH", sport, bp.ROCE_PORT, 8 + len(roce) + 4, 0)
     payload = roce + struct.pack("<I", bp.icrc(ip_hdr, udp + roce))
+    return send_as_nobody((ip, sport), (ip, bp.ROCE_PORT), payload)
+
+
+def send_as_nobody(src, dst, payload, multicast_if=None):
+    """Sends `payload` from address `src` to `dst` as user nobody, with an
+    ordinary UDP socket (unconnected, DF set, so the IP ID is 0), out of
+    the netdev of `multicast_if` if given. Returns the child's exit
+    status."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -814,11 +822,13 @@ def inject_via_lo(ip, qpn):
             os.setuid(65534)
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
-            s.bind((ip, sport))
-            s.sendto(payload, (ip, bp.ROCE_PORT))
+            if multicast_if:
+                s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(multicast_if))
+            s.bind(src)
+            s.sendto(payload, dst)
             os._exit(0)
         except BaseException as err:  # the child must never return
-            print(f"inject_via_lo: {err}", flush=True)
+            print(f"send_as_nobody: {err}", flush=True)
             os._exit(1)
     return os.waitpid(pid, 0)[1]
 
@@ -890,22 +900,7 @@ def inject_multicast(ip, src_qpn):
                          1, socket.IPPROTO_UDP, 0, socket.inet_aton(ip), socket.inet_aton(GROUP))
     udp = struct.pack("!HHHH", sport, bp.ROCE_PORT, 8 + len(roce) + 4, 0)
     payload = roce + struct.pack("<I", bp.icrc(ip_hdr, udp + roce))
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(ip))
-            s.bind((ip, sport))
-            s.sendto(payload, (GROUP, bp.ROCE_PORT))
-            os._exit(0)
-        except BaseException as err:  # the child must never return
-            print(f"inject_multicast: {err}", flush=True)
-            os._exit(1)
-    return os.waitpid(pid, 0)[1]
+    return send_as_nobody((ip, sport), (GROUP, bp.ROCE_PORT), payload, multicast_if=ip)
 
 
 def main():
