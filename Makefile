@@ -18,6 +18,11 @@ SHELL := /bin/bash
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 RUSTC ?= /usr/bin/rustc
 BINDGEN ?= /opt/roxe/tools/bin/bindgen
+# The module is built through clippy-driver (kbuild's CLIPPY=1), with the
+# kernel's lint set and warnings as errors: `make module` fails on a clippy
+# warning. CLIPPY=0 builds with plain rustc.
+CLIPPY ?= 1
+CLIPPY_DRIVER ?= /usr/bin/clippy-driver
 PROVIDER_SO := $(ROOT)/userspace-provider/target/release/libroxe.so
 
 .PHONY: all setup kdir module provider hostile host-test vm-test test demo bench install clean
@@ -35,7 +40,8 @@ kdir:
 # tests/kmod holds test-only kernel verbs consumers (C) that guest scripts
 # load; they build with the module, so every VM test finds them.
 BUILD_MODULE = KDIR=$$($(ROOT)/scripts/kernel) && \
-	$(MAKE) -C "$$KDIR" M=$(ROOT) RUSTC=$(RUSTC) BINDGEN=$(BINDGEN) modules && \
+	$(MAKE) -C "$$KDIR" M=$(ROOT) RUSTC=$(RUSTC) BINDGEN=$(BINDGEN) \
+		CLIPPY=$(CLIPPY) CLIPPY_DRIVER=$(CLIPPY_DRIVER) modules && \
 	$(MAKE) -C "$$KDIR" M=$(ROOT)/tests/kmod modules
 BUILD_PROVIDER = cargo build --release --locked --manifest-path $(ROOT)/userspace-provider/Cargo.toml
 

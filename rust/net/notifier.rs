@@ -102,6 +102,10 @@ impl<T: Handler> Registration<T> {
         Ok(Self { inner })
     }
 
+    /// # Safety
+    ///
+    /// Called only by the notifier chain this block is registered on, with `nb` the block
+    /// embedded in a live registration and `ptr` the chain's argument for `event`.
     unsafe extern "C" fn call(
         nb: *mut bindings::notifier_block,
         event: c_ulong,

@@ -50,6 +50,10 @@ impl<H: Receive> TunnelSocket<H> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Called only by the UDP stack, for a socket this type configured, with `skb` a valid
+    /// buffer whose reference passes to this function.
     unsafe extern "C" fn encap_rcv(_sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
         if let Some(skb) = NonNull::new(skb) {
             // SAFETY: The UDP layer hands over its reference to `skb`, with

@@ -123,6 +123,11 @@ impl<T: Driver> Ah<T> {
         unsafe { Device::from_raw((*self.ib.get()).device) }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `create` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn create_cb(
         ah: *mut bindings::ib_ah,
         init: *mut bindings::rdma_ah_init_attr,
@@ -156,6 +161,11 @@ impl<T: Driver> Ah<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `destroy` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn destroy_cb(ah: *mut bindings::ib_ah, _flags: u32) -> c_int {
         let this = ah.cast::<Self>();
         // SAFETY: Called once, for an AH that `create_cb` initialised.

@@ -79,6 +79,11 @@ impl<T: Driver> Cq<T> {
         self.upcalls.raise(UPCALL_ERR);
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `upcall` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
         // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
         // of a `Cq<T>`; the work item runs only while the CQ is live
@@ -105,6 +110,11 @@ impl<T: Driver> Cq<T> {
         unsafe { (*ib).cqe = i32::try_from(cqe).unwrap_or(i32::MAX) };
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `create` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn create_cb(
         cq: *mut bindings::ib_cq,
         attr: *const bindings::ib_cq_init_attr,
@@ -137,6 +147,11 @@ impl<T: Driver> Cq<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `destroy` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn destroy_cb(
         cq: *mut bindings::ib_cq,
         _udata: *mut bindings::ib_udata,
@@ -154,6 +169,11 @@ impl<T: Driver> Cq<T> {
         0
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `resize` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn resize_cb(
         cq: *mut bindings::ib_cq,
         cqe: c_int,
@@ -171,6 +191,11 @@ impl<T: Driver> Cq<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `req_notify` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn req_notify_cb(
         cq: *mut bindings::ib_cq,
         flags: bindings::ib_cq_notify_flags,
@@ -190,6 +215,11 @@ impl<T: Driver> Cq<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `poll` verb: every pointer is valid for the call and its objects belong to
+    /// this driver.
     pub(super) unsafe extern "C" fn poll_cb(
         cq: *mut bindings::ib_cq,
         num: c_int,

@@ -374,13 +374,15 @@ impl<T: Driver> Device<T> {
 
     /// Reports a port state change to the RDMA core and its clients.
     pub(crate) fn dispatch_port_event(&self, port: u32, event: PortEvent) {
-        let mut ev = bindings::ib_event::default();
-        ev.device = self.as_raw();
-        ev.element.port_num = port;
-        ev.event = match event {
-            PortEvent::Active => bindings::ib_event_type_IB_EVENT_PORT_ACTIVE,
-            PortEvent::Error => bindings::ib_event_type_IB_EVENT_PORT_ERR,
+        let mut ev = bindings::ib_event {
+            device: self.as_raw(),
+            event: match event {
+                PortEvent::Active => bindings::ib_event_type_IB_EVENT_PORT_ACTIVE,
+                PortEvent::Error => bindings::ib_event_type_IB_EVENT_PORT_ERR,
+            },
+            ..Default::default()
         };
+        ev.element.port_num = port;
         // SAFETY: `ev` is a fully initialised event for a valid device.
         unsafe { bindings::ib_dispatch_event(&ev) };
     }
@@ -393,6 +395,11 @@ impl<T: Driver> Device<T> {
         unsafe { bindings::ib_unregister_device_queued(self.as_raw()) };
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `alloc_hw_port_stats` verb: every pointer is valid for the call and its
+    /// objects belong to this driver.
     unsafe extern "C" fn alloc_hw_port_stats_cb(
         ib: *mut bindings::ib_device,
         _port: u32,
@@ -413,6 +420,11 @@ impl<T: Driver> Device<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `get_hw_stats` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     unsafe extern "C" fn get_hw_stats_cb(
         ib: *mut bindings::ib_device,
         stats: *mut bindings::rdma_hw_stats,
@@ -465,6 +477,11 @@ impl<T: Driver> Device<T> {
 
     // --- Callbacks from the RDMA core. ---
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `query_device` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     unsafe extern "C" fn query_device_cb(
         ib: *mut bindings::ib_device,
         attr: *mut bindings::ib_device_attr,
@@ -487,6 +504,11 @@ impl<T: Driver> Device<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `query_port` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     unsafe extern "C" fn query_port_cb(
         ib: *mut bindings::ib_device,
         port: u32,
@@ -502,6 +524,11 @@ impl<T: Driver> Device<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `get_port_immutable` verb: every pointer is valid for the call and its
+    /// objects belong to this driver.
     unsafe extern "C" fn get_port_immutable_cb(
         ib: *mut bindings::ib_device,
         port: u32,
@@ -517,6 +544,11 @@ impl<T: Driver> Device<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `get_link_layer` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     unsafe extern "C" fn get_link_layer_cb(
         _ib: *mut bindings::ib_device,
         _port: u32,
@@ -525,6 +557,11 @@ impl<T: Driver> Device<T> {
         bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `query_pkey` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     unsafe extern "C" fn query_pkey_cb(
         ib: *mut bindings::ib_device,
         port: u32,
@@ -541,6 +578,11 @@ impl<T: Driver> Device<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `alloc_ucontext` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     unsafe extern "C" fn alloc_ucontext_cb(
         _uctx: *mut bindings::ib_ucontext,
         udata: *mut bindings::ib_udata,
@@ -554,8 +596,18 @@ impl<T: Driver> Device<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `dealloc_ucontext` verb: every pointer is valid for the call and its
+    /// objects belong to this driver.
     unsafe extern "C" fn dealloc_ucontext_cb(_uctx: *mut bindings::ib_ucontext) {}
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `dealloc_driver` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     unsafe extern "C" fn dealloc_driver_cb(ib: *mut bindings::ib_device) {
         let this = ib.cast::<Self>();
         // SAFETY: `ib_dealloc_device` calls this exactly once per device,
@@ -565,6 +617,11 @@ impl<T: Driver> Device<T> {
         unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `show` verb: every pointer is valid for the call and its objects belong to
+    /// this driver.
     unsafe extern "C" fn show_cb(
         dev: *mut bindings::device,
         attr: *mut bindings::device_attribute,

@@ -62,6 +62,10 @@ impl<T: LinkOps> Registration<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Called only by the RDMA netlink code, for the link type this registration added, with
+    /// `name` NUL-terminated and `ndev` a netdev it holds for the call.
     unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut bindings::net_device) -> c_int {
         from_result(|| {
             // SAFETY: The netlink code passes a NUL-terminated name it owns

@@ -108,6 +108,11 @@ impl<T: Driver> Mr<T> {
         raw.cast()
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `get_dma` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn get_dma_cb(
         pd: *mut bindings::ib_pd,
         access: c_int,
@@ -120,6 +125,11 @@ impl<T: Driver> Mr<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `reg_user` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn reg_user_cb(
         pd: *mut bindings::ib_pd,
         start: u64,
@@ -145,6 +155,11 @@ impl<T: Driver> Mr<T> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `rereg_user` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn rereg_user_cb(
         mr: *mut bindings::ib_mr,
         flags: c_int,
@@ -191,6 +206,11 @@ impl<T: Driver> Mr<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `alloc` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn alloc_cb(
         pd: *mut bindings::ib_pd,
         mr_type: bindings::ib_mr_type,
@@ -207,6 +227,11 @@ impl<T: Driver> Mr<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `set_page` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     unsafe extern "C" fn set_page_cb(mr: *mut bindings::ib_mr, addr: u64) -> c_int {
         // SAFETY: `ib_sg_to_pages` passes the MR `map_mr_sg_cb` gave it.
         let this = unsafe { &*mr.cast::<Self>() };
@@ -216,6 +241,11 @@ impl<T: Driver> Mr<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `map_mr_sg` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn map_mr_sg_cb(
         mr: *mut bindings::ib_mr,
         sg: *mut bindings::scatterlist,
@@ -238,6 +268,11 @@ impl<T: Driver> Mr<T> {
         n
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `dereg` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn dereg_cb(
         mr: *mut bindings::ib_mr,
         _udata: *mut bindings::ib_udata,

@@ -38,6 +38,11 @@ impl<T: Driver> Mw<T> {
         &self.data
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `alloc` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn alloc_cb(
         mw: *mut bindings::ib_mw,
         udata: *mut bindings::ib_udata,
@@ -65,6 +70,11 @@ impl<T: Driver> Mw<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `dealloc` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn dealloc_cb(mw: *mut bindings::ib_mw) -> c_int {
         let this = mw.cast::<Self>();
         // SAFETY: Called once, for an initialised MW.

@@ -51,6 +51,11 @@ impl<T: Driver> Pd<T> {
         unsafe { &*pd.cast::<Self>() }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `alloc` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn alloc_cb(
         pd: *mut bindings::ib_pd,
         udata: *mut bindings::ib_udata,
@@ -69,6 +74,11 @@ impl<T: Driver> Pd<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `dealloc` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn dealloc_cb(
         pd: *mut bindings::ib_pd,
         _udata: *mut bindings::ib_udata,

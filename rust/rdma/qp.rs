@@ -359,6 +359,11 @@ impl<T: Driver> Qp<T> {
         unsafe { bindings::roxe_timer_arm(self.timer.get(), msecs) };
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `timer` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     unsafe extern "C" fn timer_cb(t: *mut bindings::timer_list) {
         let off = core::mem::offset_of!(Self, timer);
         // SAFETY: `t` is the `timer` field of a `Qp<T>` (only `create_cb`
@@ -368,6 +373,11 @@ impl<T: Driver> Qp<T> {
         T::qp_timer(qp);
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `attach_mcast` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn attach_mcast_cb(
         qp: *mut bindings::ib_qp,
         gid: *mut bindings::ib_gid,
@@ -378,6 +388,11 @@ impl<T: Driver> Qp<T> {
         kernel::error::from_result(|| T::attach_mcast(this, &gid).map(|()| 0))
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `detach_mcast` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn detach_mcast_cb(
         qp: *mut bindings::ib_qp,
         gid: *mut bindings::ib_gid,
@@ -394,6 +409,11 @@ impl<T: Driver> Qp<T> {
         self.upcalls.raise(UPCALL_FATAL);
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `upcall` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
         // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
         // of a `Qp<T>`; the work item runs only while the QP is live
@@ -406,10 +426,12 @@ impl<T: Driver> Qp<T> {
         if up.take() & UPCALL_FATAL == 0 {
             return;
         }
-        let mut ev = bindings::ib_event::default();
-        ev.device = this.device().as_raw();
+        let mut ev = bindings::ib_event {
+            device: this.device().as_raw(),
+            event: bindings::ib_event_type_IB_EVENT_QP_FATAL,
+            ..Default::default()
+        };
         ev.element.qp = this.ib.get();
-        ev.event = bindings::ib_event_type_IB_EVENT_QP_FATAL;
         // SAFETY: The QP is live; the core's handler (set at creation)
         // forwards to the consumer's.
         unsafe {
@@ -419,6 +441,11 @@ impl<T: Driver> Qp<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `create` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn create_cb(
         qp: *mut bindings::ib_qp,
         init: *mut bindings::ib_qp_init_attr,
@@ -481,6 +508,11 @@ impl<T: Driver> Qp<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `modify` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn modify_cb(
         qp: *mut bindings::ib_qp,
         attr: *mut bindings::ib_qp_attr,
@@ -501,6 +533,11 @@ impl<T: Driver> Qp<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `query` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn query_cb(
         qp: *mut bindings::ib_qp,
         attr: *mut bindings::ib_qp_attr,
@@ -524,6 +561,11 @@ impl<T: Driver> Qp<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `destroy` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn destroy_cb(
         qp: *mut bindings::ib_qp,
         _udata: *mut bindings::ib_udata,
@@ -545,6 +587,11 @@ impl<T: Driver> Qp<T> {
         0
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `post_send` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn post_send_cb(
         qp: *mut bindings::ib_qp,
         wr: *const bindings::ib_send_wr,
@@ -593,6 +640,11 @@ impl<T: Driver> Qp<T> {
         0
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `post_recv` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn post_recv_cb(
         qp: *mut bindings::ib_qp,
         wr: *const bindings::ib_recv_wr,

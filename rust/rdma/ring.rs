@@ -336,6 +336,12 @@ impl<S: Plain> Drop for Ring<S> {
 }
 
 /// The `mmap` verb: maps a ring published by [`Ring::new_user`].
+///
+/// # Safety
+///
+/// Only the RDMA core calls this, through the ops table of a device registered with this type,
+/// for the `mmap` verb: every pointer is valid for the call and its objects belong to this
+/// driver.
 pub(super) unsafe extern "C" fn mmap_cb(
     uctx: *mut bindings::ib_ucontext,
     vma: *mut bindings::vm_area_struct,
@@ -358,6 +364,12 @@ pub(super) unsafe extern "C" fn mmap_cb(
 }
 
 /// The `mmap_free` verb: the core dropped the last reference to an entry.
+///
+/// # Safety
+///
+/// Only the RDMA core calls this, through the ops table of a device registered with this type,
+/// for the `mmap_free` verb: every pointer is valid for the call and its objects belong to this
+/// driver.
 pub(super) unsafe extern "C" fn mmap_free_cb(entry: *mut bindings::rdma_user_mmap_entry) {
     // SAFETY: Every entry roxe inserts is a `KBox<MmapEntry>` leaked in
     // `Ring::new_user`; the core calls this once, when nothing uses it.

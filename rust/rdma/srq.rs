@@ -82,6 +82,11 @@ impl<T: Driver> Srq<T> {
         self.upcalls.raise(UPCALL_LIMIT);
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `upcall` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
         // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
         // of an `Srq<T>`; the work item runs only while the SRQ is live
@@ -94,10 +99,12 @@ impl<T: Driver> Srq<T> {
         if up.take() & UPCALL_LIMIT == 0 {
             return;
         }
-        let mut ev = bindings::ib_event::default();
-        ev.device = this.device().as_raw();
+        let mut ev = bindings::ib_event {
+            device: this.device().as_raw(),
+            event: bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
+            ..Default::default()
+        };
         ev.element.srq = this.ib.get();
-        ev.event = bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED;
         // SAFETY: The SRQ is live; the handler, if any, was set by the core.
         unsafe {
             if let Some(h) = (*this.ib.get()).event_handler {
@@ -106,6 +113,11 @@ impl<T: Driver> Srq<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `create` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn create_cb(
         srq: *mut bindings::ib_srq,
         init: *mut bindings::ib_srq_init_attr,
@@ -135,6 +147,11 @@ impl<T: Driver> Srq<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `modify` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn modify_cb(
         srq: *mut bindings::ib_srq,
         attr: *mut bindings::ib_srq_attr,
@@ -162,6 +179,11 @@ impl<T: Driver> Srq<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `query` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn query_cb(
         srq: *mut bindings::ib_srq,
         attr: *mut bindings::ib_srq_attr,
@@ -176,6 +198,11 @@ impl<T: Driver> Srq<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `post_recv` verb: every pointer is valid for the call and its objects
+    /// belong to this driver.
     pub(super) unsafe extern "C" fn post_recv_cb(
         srq: *mut bindings::ib_srq,
         wr: *const bindings::ib_recv_wr,
@@ -189,6 +216,11 @@ impl<T: Driver> Srq<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `destroy` verb: every pointer is valid for the call and its objects belong
+    /// to this driver.
     pub(super) unsafe extern "C" fn destroy_cb(
         srq: *mut bindings::ib_srq,
         _udata: *mut bindings::ib_udata,

@@ -545,10 +545,10 @@ pub fn parse(buf: &[u8]) -> Result<Packet<'_>, ParseError> {
 
     // The slices below cannot fail after the length check; they report
     // `Truncated` rather than panic should that ever change.
-    let (hdrs, rest) = buf.split_at_checked(hdr_len).ok_or(ParseError::Truncated)?;
-    let (payload, rest) = rest
-        .split_at_checked(payload_len)
-        .ok_or(ParseError::Truncated)?;
+    let hdrs = buf.get(..hdr_len).ok_or(ParseError::Truncated)?;
+    let rest = buf.get(hdr_len..).ok_or(ParseError::Truncated)?;
+    let payload = rest.get(..payload_len).ok_or(ParseError::Truncated)?;
+    let rest = rest.get(payload_len..).ok_or(ParseError::Truncated)?;
     let icrc_bytes: &[u8; icrc::LEN] = array_at(rest, pad).ok_or(ParseError::Truncated)?;
     Ok(Packet {
         opcode,
@@ -667,12 +667,11 @@ pub fn encode_packet(
     let total = packet_len(opcode, payload.len()).ok_or(EncodeError::BufferTooSmall)?;
     let out = out.get_mut(..total).ok_or(EncodeError::BufferTooSmall)?;
     let hdr_len = encode_headers(bth, ext, out)?;
-    let (_, tail) = out
-        .split_at_mut_checked(hdr_len)
-        .ok_or(EncodeError::BufferTooSmall)?;
-    let (body, tail) = tail
-        .split_at_mut_checked(payload.len())
-        .ok_or(EncodeError::BufferTooSmall)?;
+    let tail = out.get_mut(hdr_len..).ok_or(EncodeError::BufferTooSmall)?;
+    if tail.len() < payload.len() {
+        return Err(EncodeError::BufferTooSmall);
+    }
+    let (body, tail) = tail.split_at_mut(payload.len());
     body.copy_from_slice(payload);
     tail.fill(0);
     Ok(total)

@@ -94,9 +94,9 @@ impl Crc32 {
 
     /// Adds `data`.
     pub fn update(&mut self, data: &[u8]) {
-        let (blocks, tail) = data.as_chunks::<8>();
+        let mut blocks = data.chunks_exact(8);
         let mut crc = self.state;
-        for b in blocks {
+        for b in &mut blocks {
             let lo = crc ^ u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             let hi = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
             crc = lookup(7, lo)
@@ -109,7 +109,7 @@ impl Crc32 {
                 ^ lookup(0, hi >> 24);
         }
         self.state = crc;
-        for &b in tail {
+        for &b in blocks.remainder() {
             self.update_byte(b);
         }
     }
@@ -245,7 +245,8 @@ pub fn icrc_ipv6(ip_hdr: &[u8], udp: &[u8]) -> u32 {
 /// Splits a UDP datagram into the part the ICRC covers and the ICRC.
 fn split_icrc(datagram: &[u8]) -> Option<(&[u8], &[u8; LEN])> {
     let at = datagram.len().checked_sub(LEN)?;
-    let (covered, tail) = datagram.split_at_checked(at)?;
+    // `at` is at most the length, so the split cannot panic.
+    let (covered, tail) = datagram.split_at(at);
     Some((covered, tail.try_into().ok()?))
 }
 
@@ -262,7 +263,8 @@ pub fn verify(ip: IpHeader<'_>, datagram: &[u8]) -> bool {
 /// datagram). Returns `None`, and writes nothing, if it is too short.
 pub fn fill(ip: IpHeader<'_>, datagram: &mut [u8]) -> Option<u32> {
     let at = datagram.len().checked_sub(LEN)?;
-    let (covered, tail) = datagram.split_at_mut_checked(at)?;
+    // `at` is at most the length, so the split cannot panic.
+    let (covered, tail) = datagram.split_at_mut(at);
     let v = icrc(ip, covered);
     let tail: &mut [u8; LEN] = tail.try_into().ok()?;
     *tail = v.to_le_bytes();

@@ -56,10 +56,11 @@ impl Sum {
     /// bytes. An odd last byte counts as the high byte of a word whose low
     /// byte is zero, as RFC 1071 pads.
     fn add(&mut self, data: &[u8]) {
-        let (words, tail) = data.as_chunks::<4>();
-        for w in words {
-            self.add_u32(u32::from_be_bytes(*w));
+        let mut words = data.chunks_exact(4);
+        for w in &mut words {
+            self.add_u32(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
         }
+        let tail = words.remainder();
         // One to three bytes are left: pad them to a word of four.
         let mut last = [0u8; 4];
         put(&mut last, 0, tail);

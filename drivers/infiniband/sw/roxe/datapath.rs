@@ -1521,9 +1521,8 @@ fn recv_write(
         if reth.dma_len != 0 {
             mr::with_rkey(
                 dev,
+                mr::Asker { pd, qpn },
                 reth.rkey,
-                pd,
-                qpn,
                 reth.va,
                 reth.dma_len,
                 REMOTE_WRITE,
@@ -1557,8 +1556,16 @@ fn recv_write(
     // (UC), as `refuse` does.
     if imm.is_some() {
         if n != 0 {
-            mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |_, _| Ok(()))
-                .map_err(|_| Nak::Access)?;
+            mr::with_rkey(
+                dev,
+                mr::Asker { pd, qpn },
+                rkey,
+                va,
+                n,
+                REMOTE_WRITE,
+                |_, _| Ok(()),
+            )
+            .map_err(|_| Nak::Access)?;
         }
         let Some(r) = pop_recv(qp, st) else {
             // The requester sends this packet again after the RNR wait:
@@ -1571,9 +1578,15 @@ fn recv_write(
         st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0 });
     }
     if n != 0 {
-        mr::with_rkey(dev, rkey, pd, qpn, va, n, REMOTE_WRITE, |m, o| {
-            m.write(o, pkt.payload)
-        })
+        mr::with_rkey(
+            dev,
+            mr::Asker { pd, qpn },
+            rkey,
+            va,
+            n,
+            REMOTE_WRITE,
+            |m, o| m.write(o, pkt.payload),
+        )
         .map_err(|_: KeyError| Nak::Access)?;
     }
     let Some(w) = st.wctx.as_mut() else {
@@ -1631,19 +1644,27 @@ fn atomic(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Re
     }
     let swap = pkt.opcode.operation() == Operation::CompareSwap;
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    let orig = mr::with_rkey(dev, a.rkey, pd, qpn, a.va, 8, REMOTE_ATOMIC, |m, off| {
-        m.atomic(off, |v| {
-            if swap {
-                if v == a.compare {
-                    a.swap_add
+    let orig = mr::with_rkey(
+        dev,
+        mr::Asker { pd, qpn },
+        a.rkey,
+        a.va,
+        8,
+        REMOTE_ATOMIC,
+        |m, off| {
+            m.atomic(off, |v| {
+                if swap {
+                    if v == a.compare {
+                        a.swap_add
+                    } else {
+                        v
+                    }
                 } else {
-                    v
+                    v.wrapping_add(a.swap_add)
                 }
-            } else {
-                v.wrapping_add(a.swap_add)
-            }
-        })
-    })
+            })
+        },
+    )
     .map_err(|_| Nak::Access)?;
     let psn = pkt.bth.psn;
     let slot = st.atomic_next % st.atomic_replay.len();
@@ -1683,7 +1704,17 @@ fn replay_atomic(
         return Err(Drop::Duplicate);
     }
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    if mr::with_rkey(dev, a.rkey, pd, qpn, a.va, 8, REMOTE_ATOMIC, |_, _| Ok(())).is_err() {
+    if mr::with_rkey(
+        dev,
+        mr::Asker { pd, qpn },
+        a.rkey,
+        a.va,
+        8,
+        REMOTE_ATOMIC,
+        |_, _| Ok(()),
+    )
+    .is_err()
+    {
         return Err(Drop::Duplicate);
     }
     send_atomic_ack(qp, st, psn, orig);
@@ -1740,9 +1771,15 @@ fn atomic_write(
         return Err(Nak::Invalid);
     }
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    mr::with_rkey(dev, reth.rkey, pd, qpn, reth.va, 8, REMOTE_WRITE, |m, o| {
-        m.write(o, pkt.payload)
-    })
+    mr::with_rkey(
+        dev,
+        mr::Asker { pd, qpn },
+        reth.rkey,
+        reth.va,
+        8,
+        REMOTE_WRITE,
+        |m, o| m.write(o, pkt.payload),
+    )
     .map_err(|_| Nak::Access)?;
     // The response carries the MSN of this message.
     send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
@@ -1785,9 +1822,8 @@ fn flush(
     } else {
         mr::with_rkey(
             dev,
+            mr::Asker { pd, qpn },
             reth.rkey,
-            pd,
-            qpn,
             reth.va,
             reth.dma_len,
             need,
@@ -1828,9 +1864,8 @@ fn read_response(
     if reth.dma_len != 0 {
         mr::with_rkey(
             dev,
+            mr::Asker { pd, qpn },
             reth.rkey,
-            pd,
-            qpn,
             reth.va,
             reth.dma_len,
             REMOTE_READ,
@@ -1874,9 +1909,15 @@ fn read_response(
         let va = reth.va.wrapping_add(u64::from(off));
         let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
             buf.is_empty()
-                || mr::with_rkey(dev, reth.rkey, pd, qpn, va, plen, REMOTE_READ, |m, o| {
-                    m.read(o, buf)
-                })
+                || mr::with_rkey(
+                    dev,
+                    mr::Asker { pd, qpn },
+                    reth.rkey,
+                    va,
+                    plen,
+                    REMOTE_READ,
+                    |m, o| m.read(o, buf),
+                )
                 .is_ok()
         });
     }

@@ -267,19 +267,26 @@ pub(crate) fn with_key<R>(
         .unwrap_or(Err(KeyError::BadKey))
 }
 
+/// The responder QP a remote access arrives on: its PD and number.
+#[derive(Clone, Copy)]
+pub(crate) struct Asker {
+    pub(crate) pd: usize,
+    pub(crate) qpn: u32,
+}
+
 /// Runs `f(mr, offset)` for `len` bytes at `va` through remote key `rkey`,
 /// which names an MR or a bound memory window of PD `pd`, if it grants
 /// `need`. A type 2 window must be bound to QP `qpn`.
 pub(crate) fn with_rkey<R>(
     dev: &crate::device::RoxeDev,
+    who: Asker,
     rkey: u32,
-    pd: usize,
-    qpn: u32,
     va: u64,
     len: u32,
     need: u32,
     f: impl FnOnce(&MrData, usize) -> core::result::Result<R, KeyError>,
 ) -> core::result::Result<R, KeyError> {
+    let Asker { pd, qpn } = who;
     dev.mr_table.locked(|t| match t.get(rkey >> 8) {
         Some(KeyEntry::Mr(m)) if m.usable(rkey, pd) => f(m, m.check(va, len, need)?),
         Some(KeyEntry::Mw(w)) if w.key == rkey && w.pd == pd => {
@@ -466,7 +473,7 @@ pub(crate) fn invalidate(
         }
         Some(KeyEntry::Mw(w)) if w.key == rkey && w.pd == pd && w.mw_type == MwType::Two => {
             match w.bound {
-                Some((win, b)) if qpn.is_none_or(|q| q == b) => {
+                Some((win, b)) if qpn.map_or(true, |q| q == b) => {
                     w.bound = None;
                     count_window(t, &win, false);
                     Ok(())
