@@ -404,7 +404,7 @@ impl Driver for Roxe {
     }
 
     fn qp_timer(q: &Qp<Self>) {
-        crate::datapath::on_timer(q)
+        crate::comp::on_timer(q)
     }
 
     fn qp_index(dev: &Device<Self>) -> &QpIndex<Self> {

@@ -5,10 +5,9 @@
 //! attribute checks, validation of what user space puts in the rings, and
 //! flushing of outstanding work on entry to ERR.
 //!
-//! Moving data is `datapath`'s job; the doorbell hands it valid work.
+//! Moving data is the job of `req`, `resp` and `comp`; the doorbell hands it valid work.
 
 use crate::cq;
-use crate::datapath::{self, Path, RecvCopy};
 use crate::device::{Roxe, RoxeDev, PORT};
 use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
 use crate::net::NetDevice;
@@ -25,7 +24,9 @@ use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
 use crate::sync::SpinLockBh;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
+use crate::tx::Path;
 use crate::uapi::{Cqe, CreateQpResp, RecvWqe, RingInfo, SendWqe, Sge};
+use crate::wqe::RecvCopy;
 use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVVec};
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
 use kernel::prelude::*;
@@ -68,7 +69,7 @@ pub(crate) struct RoxeQp {
 /// received: its receive WQE and how many bytes of the message it holds.
 pub(crate) struct RecvProgress {
     pub(crate) wqe: RecvCopy,
-    /// At most `datapath::MAX_MSG`.
+    /// At most `wqe::MAX_MSG`.
     pub(crate) off: u64,
 }
 
@@ -885,7 +886,7 @@ pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
     }
     st.sq_checked = pending;
     if st.attr.state == State::Rts {
-        datapath::send_pending(qp, st);
+        crate::req::send_pending(qp, st);
     }
     Ok(())
 }

@@ -54,9 +54,9 @@ mod uapi;
 #[deny(unsafe_code)]
 mod ah;
 #[deny(unsafe_code)]
-mod cq;
+mod comp;
 #[deny(unsafe_code)]
-mod datapath;
+mod cq;
 #[deny(unsafe_code)]
 mod device;
 #[deny(unsafe_code)]
@@ -74,11 +74,19 @@ mod pd;
 #[deny(unsafe_code)]
 mod qp;
 #[deny(unsafe_code)]
+mod req;
+#[deny(unsafe_code)]
+mod resp;
+#[deny(unsafe_code)]
 mod rx;
 #[deny(unsafe_code)]
 mod srq;
 #[deny(unsafe_code)]
 mod table;
+#[deny(unsafe_code)]
+mod tx;
+#[deny(unsafe_code)]
+mod wqe;
 
 module! {
     type: RoxeModule,

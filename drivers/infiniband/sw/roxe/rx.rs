@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The receive hook: finds the device and QP a RoCEv2 datagram is for,
-//! checks it, and hands it to the data path. Every packet that is not
+//! checks it, and hands it to the completer (responses) or the responder
+//! (requests and datagrams). Every packet that is not
 //! delivered is counted by the reason it was dropped.
 
-use crate::datapath::{self, Meta};
+use crate::comp::complete;
 use crate::device::Roxe;
 use crate::net::skb::RxSkb;
 use crate::net::udp::Receive;
+use crate::proto::headers::Packet;
 use crate::proto::headers::{self, ParseError};
 use crate::proto::icrc::{self, Icrc, IpHeader};
 use crate::proto::ip;
+use crate::proto::qp::State;
 use crate::rdma::device::Device;
+use crate::rdma::qp::{Qp, QpType};
+use crate::resp::{recv_ud, respond};
+use crate::tx::wire;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::c_str;
 use kernel::prelude::*;
@@ -41,9 +47,9 @@ pub(crate) enum Event {
 
 const EVENTS: usize = 8;
 const PARSE: usize = ParseError::ALL.len();
-const DROPS: usize = datapath::Drop::ALL.len();
+const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
-pub(crate) const COUNT: usize = EVENTS + PARSE + DROPS;
+const COUNT: usize = EVENTS + PARSE + DROPS;
 
 /// The counters' names, in order: the events, the parse errors in
 /// `ParseError::ALL` order, then the data path's drops in `Drop::ALL` order.
@@ -101,8 +107,8 @@ impl Counters {
         self.bump(EVENTS + e.index());
     }
 
-    fn drop(&self, d: datapath::Drop) {
-        if let Some(i) = datapath::Drop::ALL.iter().position(|x| *x == d) {
+    fn drop(&self, d: Drop) {
+        if let Some(i) = Drop::ALL.iter().position(|x| *x == d) {
             self.bump(EVENTS + PARSE + i);
         }
     }
@@ -133,7 +139,7 @@ fn multicast(
     pkt: &headers::Packet<'_>,
     meta: &Meta<'_>,
     v6: bool,
-) -> Option<core::result::Result<(), datapath::Drop>> {
+) -> Option<core::result::Result<(), Drop>> {
     let gid = if v6 {
         ip::ipv6_addrs(meta.ip)?.1
     } else {
@@ -143,10 +149,7 @@ fn multicast(
     let members = dev.data().mcast.members(&gid)?;
     let mut result = None;
     for &qpn in members.qpns() {
-        let r = dev
-            .data()
-            .qp_index
-            .with(qpn, |qp| datapath::receive(qp, pkt, meta));
+        let r = dev.data().qp_index.with(qpn, |qp| receive(qp, pkt, meta));
         // Delivered if any member took it; otherwise the last reason.
         result = match (result, r) {
             (Some(Ok(())), _) => Some(Ok(())),
@@ -222,13 +225,13 @@ impl Receive for Rx {
         let mcast_ip = ip::gids(ip_hdr).is_some_and(|(_, d)| ip::is_multicast(&d));
         let frame_ok = to_host || (mcast_qpn && multicast_frame);
         let res = if mcast_qpn != mcast_ip || !frame_ok {
-            Some(Err(datapath::Drop::Address))
+            Some(Err(Drop::Address))
         } else if mcast_qpn {
             multicast(&dev, &pkt, &meta, v6)
         } else {
             dev.data()
                 .qp_index
-                .with(pkt.bth.dest_qpn, |qp| datapath::receive(qp, &pkt, &meta))
+                .with(pkt.bth.dest_qpn, |qp| receive(qp, &pkt, &meta))
         };
         match res {
             None => c.event(Event::RxUnknownQp),
@@ -240,4 +243,92 @@ impl Receive for Rx {
             }
         }
     }
+}
+
+/// What the receive hook learnt about a packet besides its RoCE part.
+pub(crate) struct Meta<'a> {
+    /// The IP header as received.
+    pub(crate) ip: &'a [u8],
+}
+
+/// Handles a verified packet for QP `qp`.
+fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Result<(), Drop> {
+    let this = qp.data();
+    let mut st = this.state.lock();
+    if wire(this.qp_type) != pkt.opcode.transport() {
+        return Err(Drop::Transport);
+    }
+    if !matches!(
+        st.attr.state,
+        State::Rtr | State::Rts | State::Sqd | State::Sqe
+    ) {
+        return Err(Drop::State);
+    }
+    // A connected QP hears only its peer, at the address it was given.
+    let connected = matches!(this.qp_type, QpType::Rc | QpType::Uc);
+    if connected && !st.path.as_ref().is_some_and(|p| p.carries(meta.ip)) {
+        return Err(Drop::Address);
+    }
+    if pkt.opcode.is_response() {
+        return complete(qp, &mut st, pkt);
+    }
+    match this.qp_type {
+        QpType::Ud | QpType::Gsi => recv_ud(qp, &mut st, pkt, meta),
+        _ => respond(qp, &mut st, pkt),
+    }
+}
+
+/// Why a packet that parsed was dropped (each has a counter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drop {
+    /// The opcode's transport is not the QP's.
+    Transport,
+    /// The QP is not in a state that receives.
+    State,
+    /// A UD packet with the wrong Q_Key.
+    Qkey,
+    /// Out of sequence.
+    Psn,
+    /// No receive WQE was posted.
+    NoRecv,
+    /// A bad R_Key, access or range.
+    Key,
+    /// A response nothing waits for.
+    Unexpected,
+    /// A request packet whose payload is not the size its place in the
+    /// message demands, or that runs past (or stops short of) its RDMA
+    /// WRITE's DMA length, or a DMA length over 2^31; a SEND that overruns
+    /// its receive buffer or 2^31 bytes; a datagram longer than the port's
+    /// MTU.
+    Length,
+    /// A duplicate RDMA READ request that matches no request the responder
+    /// served and remembers, or that the QP or the key no longer allows.
+    Duplicate,
+    /// An RC or UC packet whose IP source and destination are not its QP's
+    /// peer and own address; a packet for a unicast QP that was not sent
+    /// to this host alone (a broadcast, a looped-back multicast); a
+    /// multicast QP number without a multicast address, or the reverse.
+    Address,
+    /// An invalid request: an opcode out of sequence (an RC message that
+    /// starts inside another or continues none), an operation the QP does
+    /// not take, or an RDMA READ or atomic for a QP with no responder
+    /// resources (`max_dest_rd_atomic` 0).
+    Invalid,
+}
+
+impl Drop {
+    /// All reasons, in counter order.
+    const ALL: [Drop; 11] = [
+        Drop::Transport,
+        Drop::State,
+        Drop::Qkey,
+        Drop::Psn,
+        Drop::NoRecv,
+        Drop::Key,
+        Drop::Unexpected,
+        Drop::Length,
+        Drop::Duplicate,
+        Drop::Address,
+        Drop::Invalid,
+    ];
 }

@@ -285,12 +285,12 @@ pub(crate) fn post_kernel_recv(srq: &Srq<Roxe>, wr_id: u64, sges: &[crate::uapi:
 
 /// Takes the next receive WQE for a QP on this SRQ, and raises the limit
 /// event when that leaves fewer WQEs than the armed limit.
-pub(crate) fn pop(srq: &Srq<Roxe>) -> Option<crate::datapath::RecvCopy> {
+pub(crate) fn pop(srq: &Srq<Roxe>) -> Option<crate::wqe::RecvCopy> {
     let this = srq.data();
     let (r, fire) = {
         let mut guard = this.state.lock();
         let st = &mut *guard;
-        let r = crate::datapath::take_recv(&st.ring, &mut st.consumer)
+        let r = crate::wqe::take_recv(&st.ring, &mut st.consumer)
             .ok()
             .flatten()?;
         let left = st

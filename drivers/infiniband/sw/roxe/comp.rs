@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The completer: ACKs, NAKs, atomic acknowledgements and read responses
+//! for the requester, turned into send completions; and the QP timer
+//! (retransmission timeout, end of an RNR wait, a requester kick). It runs
+//! under the QP's state lock, from the receive hook and the timer. Its
+//! state is [`CompState`].
+
+use crate::device::Roxe;
+use crate::mr;
+use crate::proto::access::LOCAL_WRITE;
+use crate::proto::aeth::{NakCode, Syndrome};
+use crate::proto::headers::Packet;
+use crate::proto::opcode::{Opcode, Operation};
+use crate::proto::psn::Psn;
+use crate::proto::qp::State;
+use crate::proto::wr::{SendOp, WcStatus};
+use crate::qp::QpState;
+use crate::rdma::qp::{Qp, QpType};
+use crate::req::{complete_send, fail, send_pending, this_dev_credits, WINDOW};
+use crate::rx::Drop;
+use crate::tx::path_mtu;
+use crate::uapi::SendWqe;
+use crate::wqe::{for_pieces, msg_len, send_sges};
+
+/// The completer: ACKs, NAKs and read responses for the requester.
+pub(crate) fn complete(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+) -> core::result::Result<(), Drop> {
+    let this = qp.data();
+    if this.qp_type != QpType::Rc {
+        return Err(Drop::Transport);
+    }
+    let psn = pkt.bth.psn;
+    if pkt.opcode.operation() == Operation::RdmaReadResponse {
+        // The oldest unfinished WQE must be a read whose range holds `psn`.
+        ack_before_read(qp, st);
+        if !outstanding(st) {
+            return Err(Drop::Unexpected);
+        }
+        let idx = st.sq_consumer;
+        let (first, last, is_read) = st.wqe_psn(idx);
+        if !is_read || !psn.in_range(first, last.next()) {
+            return Err(Drop::Unexpected);
+        }
+        if psn.diff(st.npsn) >= 0 {
+            // Not asked for (any more): after going back, a read waiting
+            // for credits has not asked again, and what is still arriving
+            // from before must not complete it.
+            return Err(Drop::Unexpected);
+        }
+        let i = first.distance(psn);
+        if i != st.read_next {
+            // A gap: ask again from the start of the read.
+            if i > st.read_next {
+                go_back_once(qp, st);
+            }
+            return Err(Drop::Psn);
+        }
+        // Its place in the answer: a Last or Only at the read's last PSN,
+        // a First or Only at its first. (In between anything goes: a read
+        // asked for in parts, or again part-way, is answered in parts, each
+        // from a First to a Last.)
+        let pos = pkt.opcode.position();
+        if (psn == last && !pos.ends_message()) || (i == 0 && !pos.starts_message()) {
+            return Err(Drop::Unexpected);
+        }
+        let w = this.sq.read(idx);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::RdmaRead);
+        let mtu = path_mtu(st);
+        let off = i.saturating_mul(mtu);
+        if op == SendOp::RdmaRead {
+            // Each response carries what the responder cuts at this path
+            // MTU: a full MTU, or the rest at the end. Anything else would
+            // put the bytes in the wrong place or complete the read short.
+            let total = msg_len(this, idx, &w).unwrap_or(0);
+            if pkt.payload.len() != total.saturating_sub(off).min(mtu) as usize {
+                return Err(Drop::Length);
+            }
+        }
+        let status = match op {
+            SendOp::RdmaRead => scatter_read(qp, idx, &w, off, pkt.payload),
+            // An Atomic Write's answer carries no data: its SGE is the
+            // source, never written.
+            SendOp::AtomicWrite | SendOp::Flush if pkt.payload.is_empty() => Ok(()),
+            _ => return Err(Drop::Unexpected),
+        };
+        st.read_next += 1;
+        st.una = psn.next();
+        progress(st);
+        if op == SendOp::Flush {
+            // The peer takes this QP's FLUSH ICRC: keep it.
+            st.flush_icrc_known = true;
+        }
+        if op == SendOp::RdmaRead && st.read_held != 0 {
+            st.read_held -= 1;
+            this_dev_credits(qp).give_back(1);
+        }
+        if let Err(e) = status {
+            st.read_next = 0;
+            fail(qp, st, &w, op, e);
+            return Ok(());
+        }
+        if psn == last {
+            st.read_next = 0;
+            st.reads_out = st.reads_out.saturating_sub(1);
+            // CAST: messages are at most 2 GiB.
+            let len = msg_len(this, idx, &w).unwrap_or(0);
+            complete_send(qp, st, &w, op, WcStatus::Success, len);
+            ack_up_to(qp, st, psn);
+            if !outstanding(st) {
+                // Nothing asked for is still due: a responder that answered
+                // short leaves nothing held.
+                st.release_reads(this_dev_credits(qp));
+            }
+            send_pending(qp, st);
+        } else if st.sq_pkt != 0 {
+            // The window moved: more of this read may be requested.
+            send_pending(qp, st);
+        }
+        return Ok(());
+    }
+    if pkt.opcode == Opcode::RcAtomicAcknowledge {
+        ack_before_read(qp, st);
+        if !outstanding(st) {
+            return Err(Drop::Unexpected);
+        }
+        let idx = st.sq_consumer;
+        let (first, _, waits) = st.wqe_psn(idx);
+        let w = this.sq.read(idx);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+        if !waits || first != psn || !matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
+            return Err(Drop::Unexpected);
+        }
+        let orig = pkt.ext.atomic_ack_eth.ok_or(Drop::Unexpected)?.orig;
+        st.una = psn.next();
+        progress(st);
+        st.reads_out = st.reads_out.saturating_sub(1);
+        match scatter_read(qp, idx, &w, 0, &orig.to_ne_bytes()) {
+            Ok(()) => complete_send(qp, st, &w, op, WcStatus::Success, 8),
+            Err(e) => {
+                fail(qp, st, &w, op, e);
+                return Ok(());
+            }
+        }
+        ack_up_to(qp, st, psn);
+        send_pending(qp, st);
+        return Ok(());
+    }
+    let aeth = pkt.ext.aeth.ok_or(Drop::Unexpected)?;
+    let syndrome = Syndrome::from_u8(aeth.syndrome);
+    // A NAK names a packet sent and not yet acknowledged: at or after
+    // `una`, and within the window (`npsn` itself may have gone back
+    // behind a NAK still in flight). An older one (delayed, duplicated) or
+    // one out of reach (forged without the live PSN) must not fail or
+    // rewind today's work.
+    let nak_window_end = Psn::new(st.una.get().wrapping_add(WINDOW + 1));
+    if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_)))
+        && !psn.in_range(st.una, nak_window_end)
+    {
+        return Err(Drop::Psn);
+    }
+    match syndrome {
+        Some(Syndrome::Ack(_)) => {
+            ack_up_to(qp, st, psn);
+            send_pending(qp, st);
+            Ok(())
+        }
+        Some(Syndrome::Nak(code)) => {
+            // Everything before the NAKed PSN was done.
+            ack_up_to(qp, st, psn.wrapping_sub(1));
+            if code == NakCode::PsnSequenceError {
+                // Resend from the oldest unacknowledged WQE.
+                go_back_once(qp, st);
+                return Ok(());
+            }
+            if st.sq_sent == st.sq_consumer {
+                return Err(Drop::Unexpected);
+            }
+            let w = this.sq.read(st.sq_consumer);
+            let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+            let status = match code {
+                NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                _ => WcStatus::RemInvReqErr,
+            };
+            fail(qp, st, &w, op, status);
+            Ok(())
+        }
+        Some(Syndrome::RnrNak(t)) => {
+            ack_up_to(qp, st, psn.wrapping_sub(1));
+            if st.sq_sent == st.sq_consumer {
+                return Err(Drop::Unexpected);
+            }
+            rnr_nak(qp, st, t.usecs());
+            Ok(())
+        }
+        None => Err(Drop::Unexpected),
+    }
+}
+
+/// The local ACK timeout in milliseconds (4.096 us << `timeout`, at least
+/// 10 ms so a slow virtual machine does not retry needlessly), or `None`
+/// for `timeout` 0, which the standard makes infinite.
+fn timeout_ms(st: &QpState) -> Option<u32> {
+    let t = st.attr.timeout.min(31);
+    if t == 0 {
+        return None;
+    }
+    let ms = (4096u64 << t) / 1_000_000;
+    // CAST: clamped to a minute.
+    Some(ms.clamp(10, 60_000) as u32)
+}
+
+/// Whether sent work waits for acknowledgement.
+fn outstanding(st: &QpState) -> bool {
+    st.sq_sent != st.sq_consumer || st.sq_pkt != 0
+}
+
+/// Starts the retry timer while work waits for acknowledgement.
+pub(crate) fn arm_retry(qp: &Qp<Roxe>, st: &mut QpState) {
+    if outstanding(st) && !st.rnr_wait {
+        if let Some(ms) = timeout_ms(st) {
+            // This replaces a pending kick's expiry; the send it was for
+            // has just run.
+            st.kick = false;
+            qp.arm_timer(ms);
+        }
+    }
+}
+
+/// Rewinds the requester to the first unacknowledged PSN (go-back-N): the
+/// oldest unfinished WQE is sent again from the packet the responder has
+/// not acknowledged (a read asks again for the rest), and everything after
+/// it again in full.
+fn go_back(qp: &Qp<Roxe>, st: &mut QpState) {
+    // The reads asked again take their credits again.
+    st.release_reads(&qp.device().data().read_credits);
+    if outstanding(st) {
+        let (first, last, waits) = st.wqe_psn(st.sq_consumer);
+        let resume = if st.una.in_range(first, last.next()) {
+            st.una
+        } else {
+            first
+        };
+        st.sq_sent = st.sq_consumer;
+        st.sq_pkt = first.distance(resume);
+        st.npsn = resume;
+        st.una = resume;
+        // A read resumed part-way is still outstanding; its responses so
+        // far count.
+        st.read_next = if waits { st.sq_pkt } else { 0 };
+        st.reads_out = u32::from(waits && st.sq_pkt != 0);
+    }
+}
+
+/// Goes back after a gap, unless a go-back is already under way: the
+/// packets still arriving from before it would each trigger another.
+fn go_back_once(qp: &Qp<Roxe>, st: &mut QpState) {
+    if !st.retrying {
+        st.retrying = true;
+        go_back(qp, st);
+        send_pending(qp, st);
+    }
+}
+
+/// The QP's timer: a retransmission timeout or the end of an RNR wait.
+pub(crate) fn on_timer(qp: &Qp<Roxe>) {
+    let this = qp.data();
+    let mut st = this.state.lock();
+    let st = &mut *st;
+    if this
+        .posted
+        .swap(false, core::sync::atomic::Ordering::AcqRel)
+    {
+        // A kernel consumer posted with interrupts off.
+        crate::qp::run_kernel_posts(qp, st);
+    }
+    if core::mem::take(&mut st.kick) {
+        // More to send after a full budget.
+        send_pending(qp, st);
+        return;
+    }
+    if this.qp_type != QpType::Rc {
+        return;
+    }
+    if !matches!(st.attr.state, State::Rts | State::Sqd) {
+        st.rnr_wait = false;
+        return;
+    }
+    if st.rnr_wait {
+        // The RNR NAK already rewound the requester, so nothing counts as
+        // outstanding now: send again from there.
+        st.rnr_wait = false;
+    } else if !outstanding(st) {
+        return;
+    } else if st.retry_left == 0 {
+        let w = this.sq.read(st.sq_consumer);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+        fail(qp, st, &w, op, WcStatus::RetryExcErr);
+        return;
+    } else {
+        st.retry_left -= 1;
+        // A FLUSH that went unanswered may have met rxe, which drops the
+        // standard ICRC on FLUSH and wants its own: until a FLUSH of this
+        // QP is answered, each timeout of one switches between the two
+        // (Documentation/datapath.md, Flush).
+        if !st.flush_icrc_known
+            && SendOp::from_raw(this.sq.read(st.sq_consumer).opcode) == Some(SendOp::Flush)
+        {
+            st.flush_icrc_rxe = !st.flush_icrc_rxe;
+        }
+    }
+    st.retrying = true;
+    go_back(qp, st);
+    send_pending(qp, st);
+}
+
+/// Handles an RNR NAK: wait the time the responder asked for, then resend
+/// from the oldest unacknowledged WQE, `rnr_retry` times (7 is forever).
+fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
+    if st.rnr_left == 0 {
+        let w = qp.data().sq.read(st.sq_consumer);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+        fail(qp, st, &w, op, WcStatus::RnrRetryExcErr);
+        return;
+    }
+    if st.attr.rnr_retry != 7 {
+        st.rnr_left -= 1;
+    }
+    go_back(qp, st);
+    st.rnr_wait = true;
+    // The RNR timer below replaces any pending kick's expiry, and its end
+    // resumes sending; a kick left set would take that timer's turn and
+    // send nothing (RNR wait), leaving the queue stalled.
+    st.kick = false;
+    qp.arm_timer(usecs.div_ceil(1000).max(1));
+}
+
+/// Completes every sent WQE, up to the first read, whose last PSN is at or
+/// before `psn`.
+fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
+    let before = st.sq_consumer;
+    ack_loop(qp, st, psn);
+    if st.sq_consumer != before {
+        progress(st);
+    }
+    // An ACK does not stand for read responses or atomic results that never
+    // arrived: `una` stops at the first of those still missing.
+    let mut acked = psn.next();
+    if outstanding(st) {
+        let (first, _, waits) = st.wqe_psn(st.sq_consumer);
+        if waits {
+            let got = first.wrapping_add(st.read_next);
+            if got.diff(acked) < 0 {
+                acked = got;
+            }
+        }
+    }
+    if acked.wrapping_sub(1).in_range(st.una, st.npsn) {
+        st.una = acked;
+        progress(st);
+    }
+}
+
+/// The responder acknowledged something new: the retry budgets start
+/// again, and a later gap may trigger a new go-back.
+fn progress(st: &mut QpState) {
+    st.retrying = false;
+    st.retry_left = st.attr.retry_cnt;
+    st.rnr_left = st.attr.rnr_retry;
+}
+
+fn ack_loop(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
+    let this = qp.data();
+    while st.sq_consumer != st.sq_sent {
+        let idx = st.sq_consumer;
+        let (_, last, is_read) = st.wqe_psn(idx);
+        if is_read || psn.diff(last) < 0 {
+            break;
+        }
+        let w = this.sq.read(idx);
+        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+        let len = msg_len(this, idx, &w).unwrap_or(0);
+        complete_send(qp, st, &w, op, WcStatus::Success, len);
+    }
+    if st.sq_consumer == st.sq_sent {
+        if let Some(status) = st.sq_blocked.take() {
+            let w = this.sq.read(st.sq_consumer);
+            let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+            fail(qp, st, &w, op, status);
+        }
+    }
+}
+
+/// A read response implicitly acknowledges the sends before the read.
+fn ack_before_read(qp: &Qp<Roxe>, st: &mut QpState) {
+    while st.sq_consumer != st.sq_sent {
+        let (_, last, is_read) = st.wqe_psn(st.sq_consumer);
+        if is_read {
+            return;
+        }
+        let before = st.sq_consumer;
+        ack_up_to(qp, st, last);
+        if st.sq_consumer == before {
+            return;
+        }
+    }
+}
+
+/// Writes a read response's payload into the local SGEs of read WQE `idx`.
+fn scatter_read(
+    qp: &Qp<Roxe>,
+    idx: u32,
+    w: &SendWqe,
+    off: u32,
+    data: &[u8],
+) -> core::result::Result<(), WcStatus> {
+    let (dev, pd) = (qp.device().data(), qp.pd_id());
+    for_pieces(
+        send_sges(qp.data(), idx, w),
+        u64::from(off),
+        data.len(),
+        |va, lkey, r| {
+            let src = &data[r];
+            // CAST: a piece is at most an SGE length.
+            mr::with_key(dev, lkey, pd, |m| {
+                m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src)
+            })
+        },
+    )
+}

@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The requester: turns the send queue into packets. It runs from the
+//! doorbell (process context), from the completer when an ACK opens the
+//! window, and from the QP timer when its budget ran out, always under the
+//! QP's state lock (bottom halves off). Its state is [`ReqState`].
+
+use crate::comp::arm_retry;
+use crate::cq;
+use crate::device::{Roxe, PORT};
+use crate::mr;
+use crate::net::NetDevice;
+use crate::proto::headers::{self, Bth, Deth, Ext, ImmDt, Reth, DEFAULT_PKEY};
+use crate::proto::mtu::IbMtu;
+use crate::proto::opcode::{Opcode, Operation, Position, Transport as Wire};
+use crate::proto::qp::State;
+use crate::proto::seg;
+use crate::proto::udp;
+use crate::proto::wr::{SendOp, WcStatus};
+use crate::qp::{QpState, RoxeQp};
+use crate::rdma::qp::Qp;
+use crate::tx::{wire, Path};
+use crate::uapi::{Cqe, SendWqe};
+use crate::wqe::{gather, msg_len, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED};
+
+/// PSNs an RC requester keeps unacknowledged before it waits. Virtual links
+/// drop long bursts.
+pub(crate) const WINDOW: u32 = 256;
+
+/// Response packets one RC requester's reads may have outstanding, and the
+/// largest piece one read request asks for. The responders answer each
+/// request in one burst, so the bursts of several QPs reading at once land
+/// together in the receive queues on the way (a virtio NIC's ring holds
+/// 256 packets): at 256 per QP, two QPs of `ib_read_bw -q 2` overflowed
+/// them, and the retransmitted bursts collided again until the retry
+/// count ran out.
+const READ_WINDOW: u32 = 128;
+
+/// Packets one call of the requester sends before it yields to the timer.
+const BUDGET: u32 = 256;
+
+/// In a bind WQE's `swap`: the bind came from `ibv_bind_mw` (type 1).
+const BIND_TYPE1: u64 = crate::uapi::BIND_TYPE1;
+
+/// The Q_Key bit that says "use the QP's own Q_Key".
+const QKEY_FROM_QP: u32 = 1 << 31;
+
+fn send_cqe(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp, status: WcStatus, byte_len: u32) -> Cqe {
+    Cqe {
+        wr_id: w.wr_id,
+        status: status as u32,
+        opcode: op.completion() as u32,
+        byte_len,
+        qp_num: qp.qp_num(),
+        port_num: PORT as u8,
+        ..Cqe::default()
+    }
+}
+
+fn signaled(this: &RoxeQp, w: &SendWqe) -> bool {
+    this.sig_all || w.send_flags & SEND_SIGNALED != 0
+}
+
+/// Completes send WQE `idx` (the oldest) and retires it.
+pub(crate) fn complete_send(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    w: &SendWqe,
+    op: SendOp,
+    status: WcStatus,
+    byte_len: u32,
+) {
+    let this = qp.data();
+    if status != WcStatus::Success || signaled(this, w) {
+        if let Some(scq) = qp.send_cq() {
+            let _ = cq::push(scq, send_cqe(qp, w, op, status, byte_len), false);
+        }
+    }
+    st.sq_consumer = st.sq_consumer.wrapping_add(1);
+    st.sq_checked = st.sq_checked.saturating_sub(1);
+    this.sq.set_consumer(st.sq_consumer);
+}
+
+/// Moves the QP to ERR after a failed WQE and flushes the rest.
+pub(crate) fn fail(qp: &Qp<Roxe>, st: &mut QpState, w: &SendWqe, op: SendOp, status: WcStatus) {
+    // Everything before the failed WQE was completed; the failed one is the
+    // oldest outstanding.
+    complete_send(qp, st, w, op, status, 0);
+    st.attr.state = State::Err;
+    crate::qp::flush_all(qp, st);
+}
+
+/// Sends what is waiting in the SQ. Called with the state lock held, in RTS.
+/// Datagrams are routed out of the netdev the QP took at its last modify.
+///
+/// At most [`BUDGET`] packets go out per call; the rest follow from the
+/// QP's timer, so one huge message does not hold the CPU.
+pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
+    let this = qp.data();
+    let t = wire(this.qp_type);
+    let mut budget = BUDGET;
+    let ndev = st.ndev.clone();
+    send_loop(qp, st, ndev.as_deref(), t, &mut budget);
+    if budget == 0 {
+        st.kick = true;
+        qp.arm_timer(0);
+    } else if core::mem::take(&mut st.credit_wait) && st.una == st.npsn {
+        // Other QPs' reads hold the device's credits, and nothing this QP
+        // sent is in flight to answer and resume it: try again soon, without
+        // spending a retry. (With packets in flight, their answers and the
+        // retry timer do.)
+        st.kick = true;
+        qp.arm_timer(1);
+    } else if t == Wire::Rc {
+        arm_retry(qp, st);
+    }
+}
+
+fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire, budget: &mut u32) {
+    let this = qp.data();
+    loop {
+        // After an RNR NAK nothing is sent until the timer says so.
+        if st.attr.state != State::Rts || st.rnr_wait || *budget == 0 {
+            return;
+        }
+        let prod = this.sq.producer();
+        let Ok(used) = this.sq.geometry().used(prod, st.sq_consumer) else {
+            return;
+        };
+        let in_flight = st.sq_sent.wrapping_sub(st.sq_consumer);
+        // Only what a doorbell checked is sent.
+        if in_flight >= used.min(st.sq_checked) {
+            return;
+        }
+        let idx = st.sq_sent;
+        let w = this.sq.read(idx);
+        let Some(op) =
+            SendOp::from_raw(w.opcode).filter(|o| o.allowed_on(crate::qp::transport(this.qp_type)))
+        else {
+            if in_flight == 0 {
+                fail(qp, st, &w, SendOp::Send, WcStatus::LocQpOpErr);
+            }
+            return;
+        };
+        if op.is_local() {
+            // Memory operations happen in order: once everything before
+            // them is complete, they run and complete at once.
+            if in_flight != 0 {
+                return;
+            }
+            match local_op(qp, &w, op) {
+                Ok(()) => {
+                    st.sq_sent = st.sq_sent.wrapping_add(1);
+                    complete_send(qp, st, &w, op, WcStatus::Success, 0);
+                    continue;
+                }
+                Err(status) => {
+                    fail(qp, st, &w, op, status);
+                    return;
+                }
+            }
+        }
+        if t == Wire::Rc && in_flight != 0 && st.sq_pkt == 0 {
+            // IBV_SEND_FENCE: wait for outstanding reads.
+            if st.reads_out != 0 && w.send_flags & 1 != 0 {
+                return;
+            }
+            // No more reads and atomics in flight than the responder takes.
+            let waits = matches!(
+                op,
+                SendOp::RdmaRead
+                    | SendOp::CmpSwap
+                    | SendOp::FetchAdd
+                    | SendOp::AtomicWrite
+                    | SendOp::Flush
+            );
+            if waits && st.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
+                return;
+            }
+        }
+        let res = match t {
+            Wire::Ud => match ndev {
+                Some(nd) => {
+                    *budget -= 1;
+                    send_ud(qp, st, idx, &w, op, nd).map(Some)
+                }
+                None => return,
+            },
+            _ => send_connected(qp, st, idx, &w, op, t, budget),
+        };
+        match res {
+            Ok(Some(len)) => {
+                st.sq_sent = st.sq_sent.wrapping_add(1);
+                if t != Wire::Rc {
+                    // Unreliable: complete once sent.
+                    complete_send(qp, st, &w, op, WcStatus::Success, len);
+                }
+            }
+            // Stopped part-way by the window or the budget.
+            Ok(None) => return,
+            Err(status) => {
+                st.sq_pkt = 0;
+                if in_flight == 0 {
+                    fail(qp, st, &w, op, status);
+                } else {
+                    // Complete in order: the bad WQE fails once the ones
+                    // before it are done.
+                    st.sq_blocked = Some(status);
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Carries out a local memory operation: invalidate, fast registration
+/// (kernel QPs only) or memory-window bind.
+///
+/// A bind WQE carries the new rkey in `rkey`, the MR's lkey in `imm_data`,
+/// the range in `remote_addr` and `compare_add`, and the window's rights in
+/// the low half of `swap`; bit 32 of `swap` marks a type 1 bind made with
+/// `ibv_bind_mw`. A registration carries the new key in `rkey`, the range
+/// in `remote_addr` and `compare_add`, and the rights in `swap`.
+fn local_op(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp) -> core::result::Result<(), WcStatus> {
+    let (dev, pd) = (qp.device().data(), qp.pd_id());
+    match op {
+        SendOp::LocalInv => mr::invalidate(dev, pd, None, w.rkey).map_err(|_| WcStatus::LocQpOpErr),
+        SendOp::RegMr if !qp.is_user() => {
+            // CAST: the rights are the low half.
+            mr::fast_register(dev, pd, w.rkey, w.swap as u32, w.remote_addr, w.compare_add)
+                .map_err(|_| WcStatus::LocQpOpErr)
+        }
+        SendOp::BindMw => {
+            let a = mr::BindArgs {
+                new_key: w.rkey,
+                mr_lkey: w.imm_data,
+                addr: w.remote_addr,
+                len: w.compare_add,
+                // CAST: the rights are the low half.
+                access: w.swap as u32,
+                type1_call: w.swap & BIND_TYPE1 != 0,
+            };
+            mr::bind(dev, pd, qp.qp_num(), &a).map_err(|_| WcStatus::MwBindErr)
+        }
+        _ => Err(WcStatus::LocQpOpErr),
+    }
+}
+
+fn send_ud(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    idx: u32,
+    w: &SendWqe,
+    op: SendOp,
+    ndev: &NetDevice,
+) -> core::result::Result<u32, WcStatus> {
+    let dev = qp.device();
+    let len = msg_len(qp.data(), idx, w)?;
+    // Only an AH of the QP's own PD (and user space's own, for a user QP).
+    let ah = crate::ah::with(dev.data(), w.ah_num, qp.pd_id(), qp.is_user(), |a| {
+        (a.sgid, a.dgid, a.traffic_class, a.hop_limit, a.flow_label)
+    })
+    .ok_or(WcStatus::LocQpOpErr)?;
+    let Ok(path) = Path::resolve(ndev, ah.0, ah.1, ah.2, ah.3, ah.4) else {
+        // No route: the datagram is lost, as on a wire.
+        return Ok(len);
+    };
+    if len > path.mtu() {
+        return Err(WcStatus::LocLenErr);
+    }
+    let opcode = seg::request_opcode(Wire::Ud, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
+    let qkey = if w.remote_qkey & QKEY_FROM_QP != 0 {
+        st.attr.qkey
+    } else {
+        w.remote_qkey
+    };
+    let mut bth = Bth::new(
+        opcode,
+        DEFAULT_PKEY,
+        w.remote_qpn & headers::QPN_MASK,
+        st.npsn,
+    );
+    bth.se = w.send_flags & SEND_SOLICITED != 0;
+    bth.pad = headers::pad_len(len as usize);
+    st.npsn = st.npsn.next();
+    let ext = Ext {
+        deth: Some(Deth {
+            qkey,
+            src_qpn: qp.qp_num(),
+        }),
+        immdt: opcode
+            .has_immediate()
+            .then_some(ImmDt(u32::from_be(w.imm_data))),
+        ..Ext::default()
+    };
+    let sport = udp::source_port(qp.qp_num(), w.remote_qpn);
+    let mut err = None;
+    let _ = path.send(sport, &bth, &ext, len as usize, |buf| {
+        match gather(qp, idx, w, 0, buf) {
+            Ok(()) => true,
+            Err(e) => {
+                err = Some(e);
+                false
+            }
+        }
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(len),
+    }
+}
+
+/// Sends a FLUSH: one packet, FETH then RETH, answered like a read (an
+/// empty RDMA READ response). The WQE holds the range's length in
+/// `compare_add` and the placement type and selectivity level in `swap`
+/// (`uapi::SendWqe`).
+fn send_flush(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    idx: u32,
+    w: &SendWqe,
+    t: Wire,
+    budget: &mut u32,
+) -> core::result::Result<Option<u32>, WcStatus> {
+    if t != Wire::Rc {
+        return Err(WcStatus::LocQpOpErr);
+    }
+    let len = u32::try_from(w.compare_add).map_err(|_| WcStatus::LocLenErr)?;
+    // CAST: the low two bytes, as the WQE format says.
+    let (placement_type, selectivity) = ((w.swap & 0xff) as u8, ((w.swap >> 8) & 0xff) as u8);
+    if !matches!(placement_type, FLUSH_GLOBAL_TYPE | FLUSH_PERSISTENT_TYPE)
+        || selectivity > FLUSH_LEVEL_MR
+    {
+        return Err(WcStatus::LocQpOpErr);
+    }
+    if *budget == 0 || st.una.distance(st.npsn) >= WINDOW {
+        return Ok(None);
+    }
+    if st.path.is_none() {
+        return Err(WcStatus::LocQpOpErr);
+    }
+    *budget -= 1;
+    st.set_wqe_psn(idx, st.npsn, st.npsn, true);
+    st.reads_out += 1;
+    let Some(path) = st.path.as_ref() else {
+        return Err(WcStatus::LocQpOpErr);
+    };
+    let mut bth = Bth::new(Opcode::RcFlush, DEFAULT_PKEY, st.attr.dest_qp_num, st.npsn);
+    bth.ack_req = true;
+    let ext = Ext {
+        feth: Some(headers::Feth {
+            selectivity,
+            placement_type,
+        }),
+        reth: Some(Reth {
+            va: w.remote_addr,
+            rkey: w.rkey,
+            dma_len: len,
+        }),
+        ..Ext::default()
+    };
+    let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
+    let _ = path.send_icrc(sport, &bth, &ext, 0, |_| true, st.flush_icrc_rxe);
+    if st.flush_icrc_rxe {
+        qp.device()
+            .data()
+            .counters
+            .event(crate::rx::Event::TxFlushIcrcRxe);
+    }
+    // One packet: the WQE is wholly sent, as `send_connected` leaves it.
+    st.sq_pkt = 0;
+    st.npsn = st.npsn.next();
+    Ok(Some(0))
+}
+
+/// The device's pool of read-response credits.
+pub(crate) fn this_dev_credits(qp: &Qp<Roxe>) -> &crate::limits::Credits {
+    &qp.device().data().read_credits
+}
+
+/// Takes `n` read-response credits for a read request, or marks the QP as
+/// waiting for them. A QP that holds none and has found the pool short
+/// for [`crate::limits::CREDIT_STARVED_MS`] overdraws it, and keeps doing so
+/// while the pool stays short, so other QPs' reads that never end cannot
+/// starve it.
+/// (`held`, `wait` and `short_since` are the QP state's `read_held`,
+/// `credit_wait` and `credit_short_since`; the caller holds a borrow of
+/// its path.)
+fn take_read_credits(
+    qp: &Qp<Roxe>,
+    held: &mut u32,
+    wait: &mut bool,
+    short_since: &mut Option<i64>,
+    n: u32,
+) -> bool {
+    let pool = this_dev_credits(qp);
+    if pool.take(n) {
+        *held += n;
+        *short_since = None;
+        return true;
+    }
+    let now = kernel::time::Ktime::ktime_get().to_ms();
+    let since = *short_since.get_or_insert(now);
+    if *held == 0 && now - since >= crate::limits::CREDIT_STARVED_MS && pool.overdraw(n) {
+        *held += n;
+        qp.device()
+            .data()
+            .counters
+            .event(crate::rx::Event::ReadCreditOverdraft);
+        return true;
+    }
+    *wait = true;
+    false
+}
+
+/// FETH placement types and selectivity levels (`IB_FLUSH_*`).
+pub(crate) const FLUSH_GLOBAL_TYPE: u8 = 1;
+
+pub(crate) const FLUSH_PERSISTENT_TYPE: u8 = 2;
+
+pub(crate) const FLUSH_LEVEL_MR: u8 = 1;
+
+/// Sends (more of) WQE `idx` on a connected QP, from packet `st.sq_pkt`
+/// on. Returns the message length once every packet is out, or `None`
+/// when the RC window or `budget` stopped it part-way.
+///
+/// An RDMA READ goes out as one read request per [`READ_WINDOW`] packets of
+/// response, so no responder answers with a longer burst than that.
+fn send_connected(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    idx: u32,
+    w: &SendWqe,
+    op: SendOp,
+    t: Wire,
+    budget: &mut u32,
+) -> core::result::Result<Option<u32>, WcStatus> {
+    if op == SendOp::Flush {
+        return send_flush(qp, st, idx, w, t, budget);
+    }
+    let atomic = matches!(op, SendOp::CmpSwap | SendOp::FetchAdd);
+    // Atomic Write's 8 bytes come from the message, or (with no SGE and no
+    // inline data, as `ibv_wr_atomic_write` posts it) from `compare_add`.
+    let value_in_wqe =
+        op == SendOp::AtomicWrite && w.num_sge == 0 && w.send_flags & SEND_INLINE == 0;
+    let len = if value_in_wqe {
+        8
+    } else {
+        msg_len(qp.data(), idx, w)?
+    };
+    if atomic && (len < 8 || w.remote_addr % 8 != 0) {
+        return Err(WcStatus::LocLenErr);
+    }
+    // Atomic Write puts exactly 8 bytes, in one packet answered like a read.
+    let atomic_write = op == SendOp::AtomicWrite;
+    if atomic_write && len != 8 {
+        return Err(WcStatus::LocLenErr);
+    }
+    let route_mtu = st
+        .path
+        .as_ref()
+        .map(Path::mtu)
+        .ok_or(WcStatus::LocQpOpErr)?;
+    let mtu = IbMtu::from_enum(st.attr.path_mtu)
+        .map_or(1024, IbMtu::bytes)
+        .min(route_mtu);
+    let n = if atomic {
+        1
+    } else {
+        seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)?
+    };
+    let rc = t == Wire::Rc;
+    let waits = op == SendOp::RdmaRead || atomic || atomic_write;
+    // The first piece of a read took its credits before anything of the
+    // WQE was recorded.
+    let mut prepaid = false;
+    if st.sq_pkt == 0 {
+        // Nothing is recorded for a WQE that cannot start yet: it is
+        // counted in `reads_out` once, when its first packet goes out.
+        let read_full = op == SendOp::RdmaRead
+            && st.una != st.npsn
+            && st.una.distance(st.npsn) + n.min(READ_WINDOW) > READ_WINDOW;
+        if *budget == 0 || (rc && st.una.distance(st.npsn) >= WINDOW) || read_full {
+            return Ok(None);
+        }
+        if op == SendOp::RdmaRead
+            && !take_read_credits(
+                qp,
+                &mut st.read_held,
+                &mut st.credit_wait,
+                &mut st.credit_short_since,
+                n.min(READ_WINDOW),
+            )
+        {
+            return Ok(None);
+        }
+        prepaid = op == SendOp::RdmaRead;
+        st.set_wqe_psn(idx, st.npsn, st.npsn.wrapping_add(n - 1), waits);
+        if waits {
+            st.reads_out += 1;
+        }
+    }
+    let Some(path) = st.path.as_ref() else {
+        return Err(WcStatus::LocQpOpErr);
+    };
+    let (first, _, _) = st.wqe_psn(idx);
+    let dqpn = st.attr.dest_qp_num;
+    let sport = udp::source_port(qp.qp_num(), dqpn);
+    let imm = ImmDt(u32::from_be(w.imm_data));
+    while st.sq_pkt < n {
+        if *budget == 0 || (rc && st.una.distance(st.npsn) >= WINDOW) {
+            return Ok(None);
+        }
+        *budget -= 1;
+        let i = st.sq_pkt;
+        // Below 2^31 + MTU: fits.
+        let off = i * mtu;
+        if matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
+            let opcode = seg::request_opcode(t, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
+            let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.npsn);
+            bth.ack_req = true;
+            let (swap_add, compare) = if op == SendOp::CmpSwap {
+                (w.swap, w.compare_add)
+            } else {
+                (w.compare_add, 0)
+            };
+            let aeth = headers::AtomicEth {
+                va: w.remote_addr,
+                rkey: w.rkey,
+                swap_add,
+                compare,
+            };
+            let ext = Ext {
+                atomic_eth: Some(aeth),
+                ..Ext::default()
+            };
+            let _ = path.send(sport, &bth, &ext, 0, |_| true);
+            st.sq_pkt = 1;
+            st.npsn = st.npsn.next();
+            continue;
+        }
+        if op == SendOp::RdmaRead && i % READ_WINDOW == 0 && i != 0 && st.una != st.npsn {
+            // The pieces of one read go one at a time: each is a request
+            // the responder keeps a resource for, and it may keep as few
+            // as one (`max_dest_rd_atomic`).
+            *budget += 1;
+            return Ok(None);
+        }
+        if op == SendOp::RdmaRead {
+            // Requests cover fixed READ_WINDOW-packet pieces of the read,
+            // so one asked again part-way (after a loss) is a subset of the
+            // one sent first, which is what responders accept as a
+            // duplicate.
+            let span = (n - i).min(READ_WINDOW - i % READ_WINDOW);
+            if !core::mem::take(&mut prepaid) {
+                if st.una != st.npsn && st.una.distance(st.npsn) + span > READ_WINDOW {
+                    // Resumed by the responses (`complete`).
+                    *budget += 1;
+                    return Ok(None);
+                }
+                if !take_read_credits(
+                    qp,
+                    &mut st.read_held,
+                    &mut st.credit_wait,
+                    &mut st.credit_short_since,
+                    span,
+                ) {
+                    *budget += 1;
+                    return Ok(None);
+                }
+            }
+            let sub_len = (len - off).min(span * mtu);
+            let mut bth = Bth::new(
+                Opcode::RcRdmaReadRequest,
+                DEFAULT_PKEY,
+                dqpn,
+                first.wrapping_add(i),
+            );
+            bth.ack_req = true;
+            let reth = Reth {
+                va: w.remote_addr.wrapping_add(u64::from(off)),
+                rkey: w.rkey,
+                dma_len: sub_len,
+            };
+            let ext = Ext {
+                reth: Some(reth),
+                ..Ext::default()
+            };
+            let _ = path.send(sport, &bth, &ext, 0, |_| true);
+            st.sq_pkt += span;
+            st.npsn = first.wrapping_add(st.sq_pkt);
+            continue;
+        }
+        let pos = seg::position(i, n);
+        let opcode = seg::request_opcode(t, op, pos).ok_or(WcStatus::LocQpOpErr)?;
+        let plen = (len - off).min(mtu);
+        let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.npsn);
+        bth.pad = headers::pad_len(plen as usize);
+        if pos.ends_message() {
+            bth.se = w.send_flags & SEND_SOLICITED != 0;
+        }
+        // RC asks for an ACK at the end of each message and twice per
+        // window, so the window keeps opening inside long messages.
+        bth.ack_req = rc && (pos.ends_message() || (i + 1) % (WINDOW / 2) == 0);
+        let ext = Ext {
+            reth: (matches!(
+                opcode.operation(),
+                Operation::RdmaWrite | Operation::AtomicWrite
+            ) && pos.starts_message())
+            .then_some(Reth {
+                va: w.remote_addr,
+                rkey: w.rkey,
+                dma_len: len,
+            }),
+            immdt: opcode.has_immediate().then_some(imm),
+            ieth: opcode
+                .has_invalidate()
+                .then_some(headers::Ieth { rkey: w.imm_data }),
+            ..Ext::default()
+        };
+        let mut err = None;
+        let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
+            let got = if value_in_wqe {
+                buf.get_mut(..8)
+                    .map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes()))
+                    .ok_or(WcStatus::LocLenErr)
+            } else {
+                gather(qp, idx, w, off, buf)
+            };
+            match got {
+                Ok(()) => true,
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        st.sq_pkt += 1;
+        st.npsn = st.npsn.next();
+    }
+    st.sq_pkt = 0;
+    Ok(Some(len))
+}

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transmit path: where a QP's packets go ([`Path`], the route
+//! resolved once per modify) and how one packet is built (IP, UDP, BTH,
+//! extended headers, payload, pad, ICRC) straight into the skb that goes
+//! out. Every engine sends through it.
+
+use crate::net::skb::Route;
+use crate::net::NetDevice;
+use crate::proto::headers::{self, Bth, Ext};
+use crate::proto::icrc::{Icrc, IpHeader};
+use crate::proto::ip;
+use crate::proto::mtu::IbMtu;
+use crate::proto::opcode::{Opcode, Transport as Wire};
+use crate::proto::udp;
+use crate::qp::QpState;
+use crate::rdma::qp::QpType;
+use kernel::error::code::EINVAL;
+use kernel::prelude::*;
+
+/// Where a QP's (or a datagram's) packets go, with the route resolved.
+pub(crate) struct Path {
+    route: Route,
+    src: [u8; 16],
+    dst: [u8; 16],
+    tclass: u8,
+    hop_limit: u8,
+    flow_label: u32,
+}
+
+impl Path {
+    /// Resolves the route out of `ndev` from source GID `sgid` to `dgid`.
+    pub(crate) fn resolve(
+        ndev: &NetDevice,
+        sgid: [u8; 16],
+        dgid: [u8; 16],
+        tclass: u8,
+        hop_limit: u8,
+        flow_label: u32,
+    ) -> Result<Path> {
+        let route = match (ip::ipv4_mapped(&sgid), ip::ipv4_mapped(&dgid)) {
+            (Some(s), Some(d)) => Route::ipv4(ndev, s, d)?,
+            (None, None) => Route::ipv6(ndev, sgid, dgid)?,
+            _ => return Err(EINVAL),
+        };
+        Ok(Path {
+            route,
+            src: sgid,
+            dst: dgid,
+            tclass,
+            hop_limit: hop_limit.max(1),
+            flow_label,
+        })
+    }
+
+    /// The largest IB MTU the route carries.
+    /// Whether the IP header `ip` is of a packet that came along this path
+    /// the other way: from its destination to its source.
+    pub(crate) fn carries(&self, ip: &[u8]) -> bool {
+        ip::gids(ip).is_some_and(|(s, d)| s == self.dst && d == self.src)
+    }
+
+    pub(crate) fn mtu(&self) -> u32 {
+        IbMtu::for_netdev_mtu(self.route.mtu()).map_or(256, IbMtu::bytes)
+    }
+
+    /// Builds one packet (IP, UDP, BTH and `ext`, `payload_len` bytes that
+    /// `fill` writes, pad and ICRC) and sends it.
+    pub(crate) fn send(
+        &self,
+        sport: u16,
+        bth: &Bth,
+        ext: &Ext,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result {
+        self.send_icrc(sport, bth, ext, payload_len, fill, false)
+    }
+
+    /// [`Path::send`], with rxe's FLUSH ICRC ([`Icrc::finish_rxe_flush`])
+    /// if `rxe_flush`.
+    pub(crate) fn send_icrc(
+        &self,
+        sport: u16,
+        bth: &Bth,
+        ext: &Ext,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+        rxe_flush: bool,
+    ) -> Result {
+        let opcode = Opcode::from_u8(bth.opcode).ok_or(EINVAL)?;
+        let roce_len = headers::packet_len(opcode, payload_len).ok_or(EINVAL)?;
+        let v6 = self.route.is_ipv6();
+        let ip_len = if v6 {
+            ip::IPV6_HDR_LEN
+        } else {
+            ip::IPV4_HDR_LEN
+        };
+        let udp_len = ip::UDP_HDR_LEN + roce_len;
+        self.route.send(ip_len + udp_len, |buf| {
+            let (iph, rest) = buf.split_at_mut(ip_len);
+            let (udph, roce) = rest.split_at_mut(ip::UDP_HDR_LEN);
+            let ok = if v6 {
+                iph.try_into().is_ok_and(|h| {
+                    ip::write_ipv6_header(
+                        h,
+                        self.src,
+                        self.dst,
+                        udp_len,
+                        self.tclass,
+                        self.flow_label,
+                        self.hop_limit,
+                    )
+                })
+            } else {
+                match (
+                    ip::ipv4_mapped(&self.src),
+                    ip::ipv4_mapped(&self.dst),
+                    iph.try_into(),
+                ) {
+                    (Some(s), Some(d), Ok(h)) => {
+                        ip::write_ipv4_header(h, s, d, udp_len, self.tclass, self.hop_limit)
+                    }
+                    _ => false,
+                }
+            };
+            let sport_ok = udph
+                .try_into()
+                .is_ok_and(|h| ip::write_udp_header(h, sport, udp::ROCE_V2_PORT, roce_len));
+            if !ok || !sport_ok {
+                return false;
+            }
+            let Ok(hl) = headers::encode_headers(bth, ext, roce) else {
+                return false;
+            };
+            let (body, tail) = roce[hl..].split_at_mut(payload_len);
+            if !fill(body) {
+                return false;
+            }
+            tail.fill(0);
+            let icrc_at = roce_len - crate::proto::icrc::LEN;
+            let mut c = Icrc::new(if v6 {
+                IpHeader::V6(iph)
+            } else {
+                IpHeader::V4(iph)
+            });
+            c.update(udph);
+            c.update(&roce[..icrc_at]);
+            let icrc = if rxe_flush {
+                c.finish_rxe_flush(&roce[..hl])
+            } else {
+                c.finish()
+            };
+            roce[icrc_at..].copy_from_slice(&icrc.to_le_bytes());
+            if v6 {
+                // The ICRC masks the UDP checksum, so it can come last.
+                let sum = ip::udp6_checksum(&self.src, &self.dst, &buf[ip_len..]);
+                buf[ip_len + 6..ip_len + 8].copy_from_slice(&sum.to_be_bytes());
+            }
+            true
+        })
+    }
+}
+
+pub(crate) fn wire(t: QpType) -> Wire {
+    match t {
+        QpType::Rc => Wire::Rc,
+        QpType::Uc => Wire::Uc,
+        QpType::Ud | QpType::Gsi => Wire::Ud,
+    }
+}
+
+/// The path MTU a connected QP cuts messages at, and so the size of the
+/// packets it takes: the QP's path MTU, or the route's if that is smaller.
+pub(crate) fn path_mtu(st: &QpState) -> u32 {
+    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes);
+    st.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()))
+}
