@@ -23,6 +23,44 @@ use crate::tx::path_mtu;
 use crate::uapi::SendWqe;
 use crate::wqe::{for_pieces, msg_len, send_sges};
 
+/// The completer's state: what the responder has acknowledged, and the
+/// retry budgets.
+pub(crate) struct CompState {
+    /// The oldest PSN not yet acknowledged.
+    pub(crate) una: Psn,
+    /// The next read response packet expected, counted from the
+    /// read's first PSN.
+    read_next: u32,
+    /// Retries left after a timeout, and after an RNR NAK.
+    pub(crate) retry_left: u8,
+    pub(crate) rnr_left: u8,
+    /// Waiting out an RNR NAK's delay.
+    pub(crate) rnr_wait: bool,
+    /// Went back after a gap and has not heard of progress since.
+    retrying: bool,
+}
+
+impl CompState {
+    pub(crate) const fn new() -> Self {
+        Self {
+            una: Psn::ZERO,
+            read_next: 0,
+            retry_left: 0,
+            rnr_left: 0,
+            rnr_wait: false,
+            retrying: false,
+        }
+    }
+
+    /// Nothing is outstanding: the requester's next PSN is `npsn`.
+    pub(crate) fn reset(&mut self, npsn: Psn) {
+        self.una = npsn;
+        self.read_next = 0;
+        self.rnr_wait = false;
+        self.retrying = false;
+    }
+}
+
 /// The completer: ACKs, NAKs and read responses for the requester.
 pub(crate) fn complete(
     qp: &Qp<Roxe>,
@@ -41,20 +79,20 @@ pub(crate) fn complete(
             return Err(Drop::Unexpected);
         }
         let idx = st.sq_consumer;
-        let (first, last, is_read) = st.wqe_psn(idx);
+        let (first, last, is_read) = st.req.wqe_psn(idx);
         if !is_read || !psn.in_range(first, last.next()) {
             return Err(Drop::Unexpected);
         }
-        if psn.diff(st.npsn) >= 0 {
+        if psn.diff(st.req.npsn) >= 0 {
             // Not asked for (any more): after going back, a read waiting
             // for credits has not asked again, and what is still arriving
             // from before must not complete it.
             return Err(Drop::Unexpected);
         }
         let i = first.distance(psn);
-        if i != st.read_next {
+        if i != st.comp.read_next {
             // A gap: ask again from the start of the read.
-            if i > st.read_next {
+            if i > st.comp.read_next {
                 go_back_once(qp, st);
             }
             return Err(Drop::Psn);
@@ -87,25 +125,24 @@ pub(crate) fn complete(
             SendOp::AtomicWrite | SendOp::Flush if pkt.payload.is_empty() => Ok(()),
             _ => return Err(Drop::Unexpected),
         };
-        st.read_next += 1;
-        st.una = psn.next();
+        st.comp.read_next += 1;
+        st.comp.una = psn.next();
         progress(st);
         if op == SendOp::Flush {
             // The peer takes this QP's FLUSH ICRC: keep it.
-            st.flush_icrc_known = true;
+            st.req.flush_icrc_known = true;
         }
-        if op == SendOp::RdmaRead && st.read_held != 0 {
-            st.read_held -= 1;
-            this_dev_credits(qp).give_back(1);
+        if op == SendOp::RdmaRead {
+            st.req.response_arrived(this_dev_credits(qp));
         }
         if let Err(e) = status {
-            st.read_next = 0;
+            st.comp.read_next = 0;
             fail(qp, st, &w, op, e);
             return Ok(());
         }
         if psn == last {
-            st.read_next = 0;
-            st.reads_out = st.reads_out.saturating_sub(1);
+            st.comp.read_next = 0;
+            st.req.reads_out = st.req.reads_out.saturating_sub(1);
             // CAST: messages are at most 2 GiB.
             let len = msg_len(this, idx, &w).unwrap_or(0);
             complete_send(qp, st, &w, op, WcStatus::Success, len);
@@ -113,10 +150,10 @@ pub(crate) fn complete(
             if !outstanding(st) {
                 // Nothing asked for is still due: a responder that answered
                 // short leaves nothing held.
-                st.release_reads(this_dev_credits(qp));
+                st.req.release_reads(this_dev_credits(qp));
             }
             send_pending(qp, st);
-        } else if st.sq_pkt != 0 {
+        } else if st.req.sq_pkt != 0 {
             // The window moved: more of this read may be requested.
             send_pending(qp, st);
         }
@@ -128,16 +165,16 @@ pub(crate) fn complete(
             return Err(Drop::Unexpected);
         }
         let idx = st.sq_consumer;
-        let (first, _, waits) = st.wqe_psn(idx);
+        let (first, _, waits) = st.req.wqe_psn(idx);
         let w = this.sq.read(idx);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
         if !waits || first != psn || !matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
             return Err(Drop::Unexpected);
         }
         let orig = pkt.ext.atomic_ack_eth.ok_or(Drop::Unexpected)?.orig;
-        st.una = psn.next();
+        st.comp.una = psn.next();
         progress(st);
-        st.reads_out = st.reads_out.saturating_sub(1);
+        st.req.reads_out = st.req.reads_out.saturating_sub(1);
         match scatter_read(qp, idx, &w, 0, &orig.to_ne_bytes()) {
             Ok(()) => complete_send(qp, st, &w, op, WcStatus::Success, 8),
             Err(e) => {
@@ -156,9 +193,9 @@ pub(crate) fn complete(
     // behind a NAK still in flight). An older one (delayed, duplicated) or
     // one out of reach (forged without the live PSN) must not fail or
     // rewind today's work.
-    let nak_window_end = Psn::new(st.una.get().wrapping_add(WINDOW + 1));
+    let nak_window_end = Psn::new(st.comp.una.get().wrapping_add(WINDOW + 1));
     if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_)))
-        && !psn.in_range(st.una, nak_window_end)
+        && !psn.in_range(st.comp.una, nak_window_end)
     {
         return Err(Drop::Psn);
     }
@@ -176,7 +213,7 @@ pub(crate) fn complete(
                 go_back_once(qp, st);
                 return Ok(());
             }
-            if st.sq_sent == st.sq_consumer {
+            if st.req.sq_sent == st.sq_consumer {
                 return Err(Drop::Unexpected);
             }
             let w = this.sq.read(st.sq_consumer);
@@ -191,7 +228,7 @@ pub(crate) fn complete(
         }
         Some(Syndrome::RnrNak(t)) => {
             ack_up_to(qp, st, psn.wrapping_sub(1));
-            if st.sq_sent == st.sq_consumer {
+            if st.req.sq_sent == st.sq_consumer {
                 return Err(Drop::Unexpected);
             }
             rnr_nak(qp, st, t.usecs());
@@ -216,16 +253,16 @@ fn timeout_ms(st: &QpState) -> Option<u32> {
 
 /// Whether sent work waits for acknowledgement.
 fn outstanding(st: &QpState) -> bool {
-    st.sq_sent != st.sq_consumer || st.sq_pkt != 0
+    st.req.sq_sent != st.sq_consumer || st.req.sq_pkt != 0
 }
 
 /// Starts the retry timer while work waits for acknowledgement.
 pub(crate) fn arm_retry(qp: &Qp<Roxe>, st: &mut QpState) {
-    if outstanding(st) && !st.rnr_wait {
+    if outstanding(st) && !st.comp.rnr_wait {
         if let Some(ms) = timeout_ms(st) {
             // This replaces a pending kick's expiry; the send it was for
             // has just run.
-            st.kick = false;
+            st.req.kick = false;
             qp.arm_timer(ms);
         }
     }
@@ -237,30 +274,30 @@ pub(crate) fn arm_retry(qp: &Qp<Roxe>, st: &mut QpState) {
 /// it again in full.
 fn go_back(qp: &Qp<Roxe>, st: &mut QpState) {
     // The reads asked again take their credits again.
-    st.release_reads(&qp.device().data().read_credits);
+    st.req.release_reads(&qp.device().data().read_credits);
     if outstanding(st) {
-        let (first, last, waits) = st.wqe_psn(st.sq_consumer);
-        let resume = if st.una.in_range(first, last.next()) {
-            st.una
+        let (first, last, waits) = st.req.wqe_psn(st.sq_consumer);
+        let resume = if st.comp.una.in_range(first, last.next()) {
+            st.comp.una
         } else {
             first
         };
-        st.sq_sent = st.sq_consumer;
-        st.sq_pkt = first.distance(resume);
-        st.npsn = resume;
-        st.una = resume;
+        st.req.sq_sent = st.sq_consumer;
+        st.req.sq_pkt = first.distance(resume);
+        st.req.npsn = resume;
+        st.comp.una = resume;
         // A read resumed part-way is still outstanding; its responses so
         // far count.
-        st.read_next = if waits { st.sq_pkt } else { 0 };
-        st.reads_out = u32::from(waits && st.sq_pkt != 0);
+        st.comp.read_next = if waits { st.req.sq_pkt } else { 0 };
+        st.req.reads_out = u32::from(waits && st.req.sq_pkt != 0);
     }
 }
 
 /// Goes back after a gap, unless a go-back is already under way: the
 /// packets still arriving from before it would each trigger another.
 fn go_back_once(qp: &Qp<Roxe>, st: &mut QpState) {
-    if !st.retrying {
-        st.retrying = true;
+    if !st.comp.retrying {
+        st.comp.retrying = true;
         go_back(qp, st);
         send_pending(qp, st);
     }
@@ -278,7 +315,7 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         // A kernel consumer posted with interrupts off.
         crate::qp::run_kernel_posts(qp, st);
     }
-    if core::mem::take(&mut st.kick) {
+    if core::mem::take(&mut st.req.kick) {
         // More to send after a full budget.
         send_pending(qp, st);
         return;
@@ -287,33 +324,33 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         return;
     }
     if !matches!(st.attr.state, State::Rts | State::Sqd) {
-        st.rnr_wait = false;
+        st.comp.rnr_wait = false;
         return;
     }
-    if st.rnr_wait {
+    if st.comp.rnr_wait {
         // The RNR NAK already rewound the requester, so nothing counts as
         // outstanding now: send again from there.
-        st.rnr_wait = false;
+        st.comp.rnr_wait = false;
     } else if !outstanding(st) {
         return;
-    } else if st.retry_left == 0 {
+    } else if st.comp.retry_left == 0 {
         let w = this.sq.read(st.sq_consumer);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
         fail(qp, st, &w, op, WcStatus::RetryExcErr);
         return;
     } else {
-        st.retry_left -= 1;
+        st.comp.retry_left -= 1;
         // A FLUSH that went unanswered may have met rxe, which drops the
         // standard ICRC on FLUSH and wants its own: until a FLUSH of this
         // QP is answered, each timeout of one switches between the two
         // (Documentation/datapath.md, Flush).
-        if !st.flush_icrc_known
+        if !st.req.flush_icrc_known
             && SendOp::from_raw(this.sq.read(st.sq_consumer).opcode) == Some(SendOp::Flush)
         {
-            st.flush_icrc_rxe = !st.flush_icrc_rxe;
+            st.req.flush_icrc_rxe = !st.req.flush_icrc_rxe;
         }
     }
-    st.retrying = true;
+    st.comp.retrying = true;
     go_back(qp, st);
     send_pending(qp, st);
 }
@@ -321,21 +358,21 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
 /// Handles an RNR NAK: wait the time the responder asked for, then resend
 /// from the oldest unacknowledged WQE, `rnr_retry` times (7 is forever).
 fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
-    if st.rnr_left == 0 {
+    if st.comp.rnr_left == 0 {
         let w = qp.data().sq.read(st.sq_consumer);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
         fail(qp, st, &w, op, WcStatus::RnrRetryExcErr);
         return;
     }
     if st.attr.rnr_retry != 7 {
-        st.rnr_left -= 1;
+        st.comp.rnr_left -= 1;
     }
     go_back(qp, st);
-    st.rnr_wait = true;
+    st.comp.rnr_wait = true;
     // The RNR timer below replaces any pending kick's expiry, and its end
     // resumes sending; a kick left set would take that timer's turn and
     // send nothing (RNR wait), leaving the queue stalled.
-    st.kick = false;
+    st.req.kick = false;
     qp.arm_timer(usecs.div_ceil(1000).max(1));
 }
 
@@ -351,16 +388,16 @@ fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
     // arrived: `una` stops at the first of those still missing.
     let mut acked = psn.next();
     if outstanding(st) {
-        let (first, _, waits) = st.wqe_psn(st.sq_consumer);
+        let (first, _, waits) = st.req.wqe_psn(st.sq_consumer);
         if waits {
-            let got = first.wrapping_add(st.read_next);
+            let got = first.wrapping_add(st.comp.read_next);
             if got.diff(acked) < 0 {
                 acked = got;
             }
         }
     }
-    if acked.wrapping_sub(1).in_range(st.una, st.npsn) {
-        st.una = acked;
+    if acked.wrapping_sub(1).in_range(st.comp.una, st.req.npsn) {
+        st.comp.una = acked;
         progress(st);
     }
 }
@@ -368,16 +405,16 @@ fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
 /// The responder acknowledged something new: the retry budgets start
 /// again, and a later gap may trigger a new go-back.
 fn progress(st: &mut QpState) {
-    st.retrying = false;
-    st.retry_left = st.attr.retry_cnt;
-    st.rnr_left = st.attr.rnr_retry;
+    st.comp.retrying = false;
+    st.comp.retry_left = st.attr.retry_cnt;
+    st.comp.rnr_left = st.attr.rnr_retry;
 }
 
 fn ack_loop(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
     let this = qp.data();
-    while st.sq_consumer != st.sq_sent {
+    while st.sq_consumer != st.req.sq_sent {
         let idx = st.sq_consumer;
-        let (_, last, is_read) = st.wqe_psn(idx);
+        let (_, last, is_read) = st.req.wqe_psn(idx);
         if is_read || psn.diff(last) < 0 {
             break;
         }
@@ -386,8 +423,8 @@ fn ack_loop(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
         let len = msg_len(this, idx, &w).unwrap_or(0);
         complete_send(qp, st, &w, op, WcStatus::Success, len);
     }
-    if st.sq_consumer == st.sq_sent {
-        if let Some(status) = st.sq_blocked.take() {
+    if st.sq_consumer == st.req.sq_sent {
+        if let Some(status) = st.req.sq_blocked.take() {
             let w = this.sq.read(st.sq_consumer);
             let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
             fail(qp, st, &w, op, status);
@@ -397,8 +434,8 @@ fn ack_loop(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
 
 /// A read response implicitly acknowledges the sends before the read.
 fn ack_before_read(qp: &Qp<Roxe>, st: &mut QpState) {
-    while st.sq_consumer != st.sq_sent {
-        let (_, last, is_read) = st.wqe_psn(st.sq_consumer);
+    while st.sq_consumer != st.req.sq_sent {
+        let (_, last, is_read) = st.req.wqe_psn(st.sq_consumer);
         if is_read {
             return;
         }

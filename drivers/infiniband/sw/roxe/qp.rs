@@ -5,8 +5,29 @@
 //! attribute checks, validation of what user space puts in the rings, and
 //! flushing of outstanding work on entry to ERR.
 //!
-//! Moving data is the job of `req`, `resp` and `comp`; the doorbell hands it valid work.
+//! Moving data is the job of the three engines, `req` (requester), `resp`
+//! (responder) and `comp` (completer), over this file's [`QpState`]; the
+//! doorbell hands them valid work.
+//!
+//! # Locks, and the order they nest in (outermost first)
+//!
+//! 1. The device's QP index (`rdma::qp::QpIndex`, bottom halves off):
+//!    `rx.rs` holds it from the lookup of a packet's QP until the engines
+//!    return.
+//! 2. A QP's `state` (bottom halves off): every engine runs under it, from
+//!    the doorbell, the receive hook and the QP timer. One QP's state lock
+//!    is never taken under another's.
+//! 3. Under a QP's state lock, each on its own and released before the next
+//!    is taken: the SRQ's state (`srq::pop`), a CQ's state (`cq::push`,
+//!    which queues the completion handler to run later with no roxe lock
+//!    held), the device's key table (`mr::with_key`, `mr::with_rkey`) and
+//!    its AH table (`ah::with`). None of these takes a QP lock.
+//! 4. A QP's `post_lock` (interrupts off) is never held with any other:
+//!    kernel consumers write their WQE under it, release it, and only then
+//!    take the state lock (or leave the work to the timer when interrupts
+//!    are off).
 
+use crate::comp::CompState;
 use crate::cq;
 use crate::device::{Roxe, RoxeDev, PORT};
 use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
@@ -14,7 +35,6 @@ use crate::net::NetDevice;
 use crate::proto::mtu::IbMtu;
 use crate::proto::psn::Psn;
 use crate::proto::qp::{self as qpx, State};
-use crate::proto::resp::ReadResources;
 use crate::proto::ring::Geometry;
 use crate::proto::wr::{SendOp, Transport, WcOp, WcStatus, MAX_INLINE, MAX_SGE};
 use crate::rdma::ah::{AhAttr, GidType};
@@ -22,21 +42,16 @@ use crate::rdma::errno::eopnotsupp;
 use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType, SendWr};
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
+use crate::req::ReqState;
+use crate::resp::RespState;
 use crate::sync::SpinLockBh;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use crate::tx::Path;
 use crate::uapi::{Cqe, CreateQpResp, RecvWqe, RingInfo, SendWqe, Sge};
-use crate::wqe::RecvCopy;
 use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVVec};
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
 use kernel::prelude::*;
 use kernel::types::ARef;
-
-/// How many atomic results the responder keeps for replay (at least the
-/// largest `max_dest_rd_atomic` a requester keeps in flight would be
-/// ideal; a duplicate older than these is dropped and the requester
-/// retries).
-const ATOMIC_REPLAY: usize = 16;
 
 /// The QP number of the general services QP.
 const GSI_QPN: u32 = 1;
@@ -65,53 +80,6 @@ pub(crate) struct RoxeQp {
     pub(crate) posted: core::sync::atomic::AtomicBool,
 }
 
-/// A SEND (or the last packet of an RDMA WRITE with immediate) being
-/// received: its receive WQE and how many bytes of the message it holds.
-pub(crate) struct RecvProgress {
-    pub(crate) wqe: RecvCopy,
-    /// At most `wqe::MAX_MSG`.
-    pub(crate) off: u64,
-}
-
-/// An RDMA WRITE being received.
-pub(crate) struct WriteProgress {
-    pub(crate) rkey: u32,
-    pub(crate) va: u64,
-    pub(crate) len: u32,
-    pub(crate) off: u32,
-}
-
-/// An atomic the responder executed: what a duplicate must ask again,
-/// and the answer it gets.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct AtomicDone {
-    /// The request's PSN; `u32::MAX` (never a PSN) in an unused slot.
-    pub(crate) psn: u32,
-    pub(crate) rkey: u32,
-    pub(crate) va: u64,
-    /// The value the target held before.
-    pub(crate) orig: u64,
-}
-
-impl AtomicDone {
-    pub(crate) const NONE: Self = Self {
-        psn: u32::MAX,
-        rkey: 0,
-        va: 0,
-        orig: 0,
-    };
-}
-
-/// The responder's memory of the reads it served.
-pub(crate) type Reads = ReadResources<{ MAX_QP_RD_ATOM as usize }>;
-
-/// An empty [`Reads`] on the heap, charged to the caller's memory cgroup.
-/// Not inlined, so its stack temporary lives only in its own frame.
-#[inline(never)]
-fn new_reads() -> Result<KBox<Reads>> {
-    Ok(KBox::new(ReadResources::new(), GFP_KERNEL_ACCOUNT)?)
-}
-
 pub(crate) struct QpState {
     pub(crate) attr: QpAttr,
     /// The kernel's own consumer indices; the copies in the rings are only
@@ -123,135 +91,26 @@ pub(crate) struct QpState {
     /// WQE again when it copies it out to send it: user space may rewrite a
     /// slot at any time.
     pub(crate) sq_checked: u32,
-    /// Requester: the next WQE to send (RC keeps sent WQEs until ACKed).
-    pub(crate) sq_sent: u32,
-    /// Requester: the next PSN to send.
-    pub(crate) npsn: Psn,
-    /// Requester: the oldest PSN not yet acknowledged.
-    pub(crate) una: Psn,
-    /// Requester: the next packet of WQE `sq_sent` (which is only counted
-    /// as sent once all its packets are).
-    pub(crate) sq_pkt: u32,
-    /// Requester: the budget ran out with work left; the timer continues.
-    pub(crate) kick: bool,
-    /// Requester: per SQ slot, the first and last PSN of the sent WQE and
-    /// whether it is a read. Sized at creation; nothing is allocated per
-    /// packet.
-    wqe_psns: KVVec<u64>,
-    /// Completer: the next read response packet expected, counted from the
-    /// read's first PSN.
-    pub(crate) read_next: u32,
-    /// Requester: a WQE behind unacknowledged ones failed locally with this
-    /// status; it completes once they do.
-    pub(crate) sq_blocked: Option<WcStatus>,
-    /// Requester: retries left after a timeout, and after an RNR NAK.
-    pub(crate) retry_left: u8,
-    pub(crate) rnr_left: u8,
-    /// Requester: waiting out an RNR NAK's delay.
-    pub(crate) rnr_wait: bool,
-    /// Requester: RDMA READs sent and not yet answered.
-    pub(crate) reads_out: u32,
-    /// Requester: went back after a gap and has not heard of progress since.
-    pub(crate) retrying: bool,
-    /// Requester: the device's read-response credits this QP holds (one
-    /// per response packet asked for and not yet received).
-    pub(crate) read_held: u32,
-    /// Requester: a read waits for the device's credits; the timer polls.
-    pub(crate) credit_wait: bool,
-    /// Requester: when (monotonic ms) a read of this QP last found the
-    /// pool short with a normal take since; a read that has starved
-    /// [`crate::limits::CREDIT_STARVED_MS`] overdraws it.
-    pub(crate) credit_short_since: Option<i64>,
-    /// Requester: FLUSH packets carry rxe's ICRC rather than the standard
-    /// one (switched by FLUSH timeouts until `flush_icrc_known`).
-    pub(crate) flush_icrc_rxe: bool,
-    /// Requester: a FLUSH of this QP was answered, so the peer takes the
-    /// ICRC `flush_icrc_rxe` chooses.
-    pub(crate) flush_icrc_known: bool,
     /// The port's netdev, which datagrams are routed out of; taken on each
     /// modify, where the core's lookup may run (never under this lock).
     pub(crate) ndev: Option<ARef<NetDevice>>,
     /// Where connected QPs send (set on the move to RTR).
     pub(crate) path: Option<Path>,
-    /// Responder: the expected PSN.
-    pub(crate) epsn: Psn,
-    /// Responder: the message sequence number.
-    pub(crate) msn: u32,
-    /// Responder: recent atomics, to answer duplicates without executing
-    /// them again.
-    pub(crate) atomic_replay: [AtomicDone; ATOMIC_REPLAY],
-    pub(crate) atomic_next: usize,
-    /// Responder: a PSN sequence NAK was sent and not yet resolved.
-    pub(crate) nak_sent: bool,
-    /// Responder: the message in progress that holds a receive WQE.
-    pub(crate) recv: Option<RecvProgress>,
-    /// Responder: a receive WQE taken from the RQ or SRQ whose UC message
-    /// was lost (a gap, a packet that broke the rules). It is still the
-    /// oldest receive: the next message takes it before the queue's, and a
-    /// flush completes it first. At most one of `recv` and `recv_spare`
-    /// holds a WQE.
-    pub(crate) recv_spare: Option<RecvCopy>,
-    pub(crate) wctx: Option<WriteProgress>,
-    /// Responder: the RDMA READ requests served, the newest
-    /// `max_dest_rd_atomic` of them; only these are answered again as
-    /// duplicates.
-    /// (3 KiB, so on the heap: the QP's state is built on the stack of
-    /// `create`, which for QP1 runs deep in `rdma link add`.)
-    pub(crate) reads: KBox<Reads>,
+    /// The requester ([`crate::req`]).
+    pub(crate) req: ReqState,
+    /// The completer ([`crate::comp`]).
+    pub(crate) comp: CompState,
+    /// The responder ([`crate::resp`]).
+    pub(crate) resp: RespState,
 }
 
 impl QpState {
-    /// First PSN, last PSN and whether it is a read, of sent WQE `idx`.
-    pub(crate) fn wqe_psn(&self, idx: u32) -> (Psn, Psn, bool) {
-        let n = self.wqe_psns.len();
-        let v = self
-            .wqe_psns
-            .get(idx as usize % n.max(1))
-            .copied()
-            .unwrap_or(0);
-        // CAST: each field is masked to 24 bits.
-        (
-            Psn::new((v & 0xff_ffff) as u32),
-            Psn::new((v >> 24 & 0xff_ffff) as u32),
-            v >> 48 & 1 != 0,
-        )
-    }
-
-    /// Records the PSN span of sent WQE `idx`, and whether it waits for a
-    /// response (a read or an atomic) rather than an ACK.
-    pub(crate) fn set_wqe_psn(&mut self, idx: u32, first: Psn, last: Psn, waits: bool) {
-        let n = self.wqe_psns.len().max(1);
-        if let Some(e) = self.wqe_psns.get_mut(idx as usize % n) {
-            *e = u64::from(first.get()) | u64::from(last.get()) << 24 | u64::from(waits) << 48;
-        }
-    }
-
-    /// Gives back every read-response credit this QP holds: the responses
-    /// still coming no longer count (the QP goes back, fails or resets).
-    pub(crate) fn release_reads(&mut self, credits: &crate::limits::Credits) {
-        credits.give_back(core::mem::take(&mut self.read_held));
-        self.credit_wait = false;
-    }
-
-    /// Forgets the requester's and responder's progress.
+    /// Forgets the requester's, completer's and responder's progress.
     fn reset_progress(&mut self) {
-        self.sq_sent = self.sq_consumer;
-        self.sq_pkt = 0;
-        self.una = self.npsn;
-        self.kick = false;
-        self.credit_short_since = None;
         self.sq_checked = 0;
-        self.read_next = 0;
-        self.sq_blocked = None;
-        self.rnr_wait = false;
-        self.reads_out = 0;
-        self.retrying = false;
-        self.recv = None;
-        self.recv_spare = None;
-        self.wctx = None;
-        self.nak_sent = false;
-        self.reads.clear();
-        self.atomic_replay = [AtomicDone::NONE; ATOMIC_REPLAY];
+        self.req.reset(self.sq_consumer);
+        self.comp.reset(self.req.npsn);
+        self.resp.reset();
     }
 }
 
@@ -382,35 +241,11 @@ pub(crate) fn create(
         sq_consumer: 0,
         rq_consumer: 0,
         sq_checked: 0,
-        sq_sent: 0,
-        npsn: Psn::ZERO,
-        una: Psn::ZERO,
-        sq_pkt: 0,
-        kick: false,
-        wqe_psns,
-        read_next: 0,
-        sq_blocked: None,
-        retry_left: 0,
-        rnr_left: 0,
-        rnr_wait: false,
-        reads_out: 0,
-        retrying: false,
-        read_held: 0,
-        credit_wait: false,
-        credit_short_since: None,
-        flush_icrc_rxe: false,
-        flush_icrc_known: false,
         ndev: None,
         path: None,
-        epsn: Psn::ZERO,
-        msn: 0,
-        atomic_replay: [AtomicDone::NONE; ATOMIC_REPLAY],
-        atomic_next: 0,
-        nak_sent: false,
-        recv: None,
-        recv_spare: None,
-        wctx: None,
-        reads: new_reads()?,
+        req: ReqState::new(wqe_psns),
+        comp: CompState::new(),
+        resp: RespState::new()?,
     };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
     let qpn = number.qpn();
@@ -437,7 +272,7 @@ pub(crate) fn create(
 pub(crate) fn destroy(qp: &Qp<Roxe>) {
     let this = qp.data();
     let dev = qp.device().data();
-    this.state.lock().release_reads(&dev.read_credits);
+    this.state.lock().req.release_reads(&dev.read_credits);
     release_number(dev, this.index);
 }
 
@@ -604,17 +439,17 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
         st.path = path;
     }
     if m & mask::RQ_PSN != 0 {
-        st.epsn = Psn::new(a.rq_psn & 0xff_ffff);
+        st.resp.epsn = Psn::new(a.rq_psn & 0xff_ffff);
     }
     if m & mask::RETRY_CNT != 0 {
-        st.retry_left = a.retry_cnt;
+        st.comp.retry_left = a.retry_cnt;
     }
     if m & mask::RNR_RETRY != 0 {
-        st.rnr_left = a.rnr_retry;
+        st.comp.rnr_left = a.rnr_retry;
     }
     if m & mask::SQ_PSN != 0 {
-        st.npsn = Psn::new(a.sq_psn & 0xff_ffff);
-        st.una = st.npsn;
+        st.req.npsn = Psn::new(a.sq_psn & 0xff_ffff);
+        st.comp.una = st.req.npsn;
     }
     let s = &mut st.attr;
     if m & mask::PATH_MTU != 0 {
@@ -660,15 +495,15 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             // Outstanding work is discarded without completions.
             discard(this, &mut st);
             st.attr = reset_attr(this.cap);
-            st.release_reads(&qp.device().data().read_credits);
+            st.req.release_reads(&qp.device().data().read_credits);
             st.reset_progress();
             st.path = None;
-            st.flush_icrc_rxe = false;
-            st.flush_icrc_known = false;
-            st.npsn = Psn::ZERO;
-            st.una = Psn::ZERO;
-            st.epsn = Psn::ZERO;
-            st.msn = 0;
+            st.req.flush_icrc_rxe = false;
+            st.req.flush_icrc_known = false;
+            st.req.npsn = Psn::ZERO;
+            st.comp.una = Psn::ZERO;
+            st.resp.epsn = Psn::ZERO;
+            st.resp.msn = 0;
         }
         State::Err if cur != State::Err => flush(qp, &mut st),
         _ => {}
@@ -754,7 +589,7 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
         st.sq_consumer = prod;
         this.sq.set_consumer(prod);
     }
-    st.release_reads(&qp.device().data().read_credits);
+    st.req.release_reads(&qp.device().data().read_credits);
     // The receives the responder holds go before `reset_progress` forgets
     // them.
     flush_rq(qp, st);
@@ -766,7 +601,10 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
 /// belong to this QP once taken), then the RQ's.
 fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
-    let held = [st.recv.take().map(|p| p.wqe), st.recv_spare.take()];
+    let held = [
+        st.resp.recv.take().map(|p| p.wqe),
+        st.resp.recv_spare.take(),
+    ];
     for w in held.into_iter().flatten() {
         if let Some(rcq) = qp.recv_cq() {
             let _ = cq::push(rcq, flush_cqe(qp.qp_num(), w.wr_id(), WcOp::Recv), false);
@@ -861,7 +699,7 @@ pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
             // An impossible producer index: the ring cannot be trusted.
             if st.attr.state != State::Err {
                 st.attr.state = State::Err;
-                st.release_reads(&qp.device().data().read_credits);
+                st.req.release_reads(&qp.device().data().read_credits);
                 flush_rq(qp, st);
                 // The event handler runs later, from a work item.
                 qp.report_fatal();

@@ -13,6 +13,7 @@ use crate::net::NetDevice;
 use crate::proto::headers::{self, Bth, Deth, Ext, ImmDt, Reth, DEFAULT_PKEY};
 use crate::proto::mtu::IbMtu;
 use crate::proto::opcode::{Opcode, Operation, Position, Transport as Wire};
+use crate::proto::psn::Psn;
 use crate::proto::qp::State;
 use crate::proto::seg;
 use crate::proto::udp;
@@ -22,6 +23,116 @@ use crate::rdma::qp::Qp;
 use crate::tx::{wire, Path};
 use crate::uapi::{Cqe, SendWqe};
 use crate::wqe::{gather, msg_len, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED};
+use kernel::alloc::KVVec;
+
+/// The requester's state: where it is in the send queue and the PSN
+/// space, and the read credits it holds.
+pub(crate) struct ReqState {
+    /// The next WQE to send (RC keeps sent WQEs until ACKed).
+    pub(crate) sq_sent: u32,
+    /// The next PSN to send.
+    pub(crate) npsn: Psn,
+    /// The next packet of WQE `sq_sent` (which is only counted
+    /// as sent once all its packets are).
+    pub(crate) sq_pkt: u32,
+    /// The budget ran out with work left; the timer continues.
+    pub(crate) kick: bool,
+    /// Per SQ slot, the first and last PSN of the sent WQE and
+    /// whether it is a read. Sized at creation; nothing is allocated per
+    /// packet.
+    wqe_psns: KVVec<u64>,
+    /// A WQE behind unacknowledged ones failed locally with this
+    /// status; it completes once they do.
+    pub(crate) sq_blocked: Option<WcStatus>,
+    /// RDMA READs sent and not yet answered.
+    pub(crate) reads_out: u32,
+    /// The device's read-response credits this QP holds (one
+    /// per response packet asked for and not yet received).
+    read_held: u32,
+    /// A read waits for the device's credits; the timer polls.
+    credit_wait: bool,
+    /// When (monotonic ms) a read of this QP last found the
+    /// pool short with a normal take since; a read that has starved
+    /// [`crate::limits::CREDIT_STARVED_MS`] overdraws it.
+    credit_short_since: Option<i64>,
+    /// FLUSH packets carry rxe's ICRC rather than the standard
+    /// one (switched by FLUSH timeouts until `flush_icrc_known`).
+    pub(crate) flush_icrc_rxe: bool,
+    /// A FLUSH of this QP was answered, so the peer takes the
+    /// ICRC `flush_icrc_rxe` chooses.
+    pub(crate) flush_icrc_known: bool,
+}
+
+impl ReqState {
+    /// Nothing sent; `wqe_psns` has a slot per SQ WQE.
+    pub(crate) fn new(wqe_psns: KVVec<u64>) -> Self {
+        Self {
+            sq_sent: 0,
+            npsn: Psn::ZERO,
+            sq_pkt: 0,
+            kick: false,
+            wqe_psns,
+            sq_blocked: None,
+            reads_out: 0,
+            read_held: 0,
+            credit_wait: false,
+            credit_short_since: None,
+            flush_icrc_rxe: false,
+            flush_icrc_known: false,
+        }
+    }
+
+    /// First PSN, last PSN and whether it is a read, of sent WQE `idx`.
+    pub(crate) fn wqe_psn(&self, idx: u32) -> (Psn, Psn, bool) {
+        let n = self.wqe_psns.len();
+        let v = self
+            .wqe_psns
+            .get(idx as usize % n.max(1))
+            .copied()
+            .unwrap_or(0);
+        // CAST: each field is masked to 24 bits.
+        (
+            Psn::new((v & 0xff_ffff) as u32),
+            Psn::new((v >> 24 & 0xff_ffff) as u32),
+            v >> 48 & 1 != 0,
+        )
+    }
+
+    /// Records the PSN span of sent WQE `idx`, and whether it waits for a
+    /// response (a read or an atomic) rather than an ACK.
+    pub(crate) fn set_wqe_psn(&mut self, idx: u32, first: Psn, last: Psn, waits: bool) {
+        let n = self.wqe_psns.len().max(1);
+        if let Some(e) = self.wqe_psns.get_mut(idx as usize % n) {
+            *e = u64::from(first.get()) | u64::from(last.get()) << 24 | u64::from(waits) << 48;
+        }
+    }
+
+    /// Gives back every read-response credit this QP holds: the responses
+    /// still coming no longer count (the QP goes back, fails or resets).
+    pub(crate) fn release_reads(&mut self, credits: &crate::limits::Credits) {
+        credits.give_back(core::mem::take(&mut self.read_held));
+        self.credit_wait = false;
+    }
+
+    /// A read response arrived: the credit it held goes back to the pool.
+    pub(crate) fn response_arrived(&mut self, credits: &crate::limits::Credits) {
+        if self.read_held != 0 {
+            self.read_held -= 1;
+            credits.give_back(1);
+        }
+    }
+
+    /// Forgets what was sent: the next WQE to send is `sq_consumer`, the
+    /// oldest not completed.
+    pub(crate) fn reset(&mut self, sq_consumer: u32) {
+        self.sq_sent = sq_consumer;
+        self.sq_pkt = 0;
+        self.kick = false;
+        self.credit_short_since = None;
+        self.sq_blocked = None;
+        self.reads_out = 0;
+    }
+}
 
 /// PSNs an RC requester keeps unacknowledged before it waits. Virtual links
 /// drop long bursts.
@@ -102,14 +213,14 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     let ndev = st.ndev.clone();
     send_loop(qp, st, ndev.as_deref(), t, &mut budget);
     if budget == 0 {
-        st.kick = true;
+        st.req.kick = true;
         qp.arm_timer(0);
-    } else if core::mem::take(&mut st.credit_wait) && st.una == st.npsn {
+    } else if core::mem::take(&mut st.req.credit_wait) && st.comp.una == st.req.npsn {
         // Other QPs' reads hold the device's credits, and nothing this QP
         // sent is in flight to answer and resume it: try again soon, without
         // spending a retry. (With packets in flight, their answers and the
         // retry timer do.)
-        st.kick = true;
+        st.req.kick = true;
         qp.arm_timer(1);
     } else if t == Wire::Rc {
         arm_retry(qp, st);
@@ -120,19 +231,19 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
     let this = qp.data();
     loop {
         // After an RNR NAK nothing is sent until the timer says so.
-        if st.attr.state != State::Rts || st.rnr_wait || *budget == 0 {
+        if st.attr.state != State::Rts || st.comp.rnr_wait || *budget == 0 {
             return;
         }
         let prod = this.sq.producer();
         let Ok(used) = this.sq.geometry().used(prod, st.sq_consumer) else {
             return;
         };
-        let in_flight = st.sq_sent.wrapping_sub(st.sq_consumer);
+        let in_flight = st.req.sq_sent.wrapping_sub(st.sq_consumer);
         // Only what a doorbell checked is sent.
         if in_flight >= used.min(st.sq_checked) {
             return;
         }
-        let idx = st.sq_sent;
+        let idx = st.req.sq_sent;
         let w = this.sq.read(idx);
         let Some(op) =
             SendOp::from_raw(w.opcode).filter(|o| o.allowed_on(crate::qp::transport(this.qp_type)))
@@ -150,7 +261,7 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
             }
             match local_op(qp, &w, op) {
                 Ok(()) => {
-                    st.sq_sent = st.sq_sent.wrapping_add(1);
+                    st.req.sq_sent = st.req.sq_sent.wrapping_add(1);
                     complete_send(qp, st, &w, op, WcStatus::Success, 0);
                     continue;
                 }
@@ -160,9 +271,9 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
                 }
             }
         }
-        if t == Wire::Rc && in_flight != 0 && st.sq_pkt == 0 {
+        if t == Wire::Rc && in_flight != 0 && st.req.sq_pkt == 0 {
             // IBV_SEND_FENCE: wait for outstanding reads.
-            if st.reads_out != 0 && w.send_flags & 1 != 0 {
+            if st.req.reads_out != 0 && w.send_flags & 1 != 0 {
                 return;
             }
             // No more reads and atomics in flight than the responder takes.
@@ -174,7 +285,7 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
                     | SendOp::AtomicWrite
                     | SendOp::Flush
             );
-            if waits && st.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
+            if waits && st.req.reads_out >= u32::from(st.attr.max_rd_atomic).max(1) {
                 return;
             }
         }
@@ -190,7 +301,7 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
         };
         match res {
             Ok(Some(len)) => {
-                st.sq_sent = st.sq_sent.wrapping_add(1);
+                st.req.sq_sent = st.req.sq_sent.wrapping_add(1);
                 if t != Wire::Rc {
                     // Unreliable: complete once sent.
                     complete_send(qp, st, &w, op, WcStatus::Success, len);
@@ -199,13 +310,13 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
             // Stopped part-way by the window or the budget.
             Ok(None) => return,
             Err(status) => {
-                st.sq_pkt = 0;
+                st.req.sq_pkt = 0;
                 if in_flight == 0 {
                     fail(qp, st, &w, op, status);
                 } else {
                     // Complete in order: the bad WQE fails once the ones
                     // before it are done.
-                    st.sq_blocked = Some(status);
+                    st.req.sq_blocked = Some(status);
                 }
                 return;
             }
@@ -278,11 +389,11 @@ fn send_ud(
         opcode,
         DEFAULT_PKEY,
         w.remote_qpn & headers::QPN_MASK,
-        st.npsn,
+        st.req.npsn,
     );
     bth.se = w.send_flags & SEND_SOLICITED != 0;
     bth.pad = headers::pad_len(len as usize);
-    st.npsn = st.npsn.next();
+    st.req.npsn = st.req.npsn.next();
     let ext = Ext {
         deth: Some(Deth {
             qkey,
@@ -333,19 +444,24 @@ fn send_flush(
     {
         return Err(WcStatus::LocQpOpErr);
     }
-    if *budget == 0 || st.una.distance(st.npsn) >= WINDOW {
+    if *budget == 0 || st.comp.una.distance(st.req.npsn) >= WINDOW {
         return Ok(None);
     }
     if st.path.is_none() {
         return Err(WcStatus::LocQpOpErr);
     }
     *budget -= 1;
-    st.set_wqe_psn(idx, st.npsn, st.npsn, true);
-    st.reads_out += 1;
+    st.req.set_wqe_psn(idx, st.req.npsn, st.req.npsn, true);
+    st.req.reads_out += 1;
     let Some(path) = st.path.as_ref() else {
         return Err(WcStatus::LocQpOpErr);
     };
-    let mut bth = Bth::new(Opcode::RcFlush, DEFAULT_PKEY, st.attr.dest_qp_num, st.npsn);
+    let mut bth = Bth::new(
+        Opcode::RcFlush,
+        DEFAULT_PKEY,
+        st.attr.dest_qp_num,
+        st.req.npsn,
+    );
     bth.ack_req = true;
     let ext = Ext {
         feth: Some(headers::Feth {
@@ -360,16 +476,16 @@ fn send_flush(
         ..Ext::default()
     };
     let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
-    let _ = path.send_icrc(sport, &bth, &ext, 0, |_| true, st.flush_icrc_rxe);
-    if st.flush_icrc_rxe {
+    let _ = path.send_icrc(sport, &bth, &ext, 0, |_| true, st.req.flush_icrc_rxe);
+    if st.req.flush_icrc_rxe {
         qp.device()
             .data()
             .counters
             .event(crate::rx::Event::TxFlushIcrcRxe);
     }
     // One packet: the WQE is wholly sent, as `send_connected` leaves it.
-    st.sq_pkt = 0;
-    st.npsn = st.npsn.next();
+    st.req.sq_pkt = 0;
+    st.req.npsn = st.req.npsn.next();
     Ok(Some(0))
 }
 
@@ -378,39 +494,35 @@ pub(crate) fn this_dev_credits(qp: &Qp<Roxe>) -> &crate::limits::Credits {
     &qp.device().data().read_credits
 }
 
-/// Takes `n` read-response credits for a read request, or marks the QP as
-/// waiting for them. A QP that holds none and has found the pool short
-/// for [`crate::limits::CREDIT_STARVED_MS`] overdraws it, and keeps doing so
-/// while the pool stays short, so other QPs' reads that never end cannot
-/// starve it.
-/// (`held`, `wait` and `short_since` are the QP state's `read_held`,
-/// `credit_wait` and `credit_short_since`; the caller holds a borrow of
-/// its path.)
-fn take_read_credits(
-    qp: &Qp<Roxe>,
-    held: &mut u32,
-    wait: &mut bool,
-    short_since: &mut Option<i64>,
-    n: u32,
-) -> bool {
-    let pool = this_dev_credits(qp);
-    if pool.take(n) {
-        *held += n;
-        *short_since = None;
-        return true;
+impl ReqState {
+    /// Takes `n` read-response credits of `qp`'s device for a read
+    /// request, or marks the QP as waiting for them. A QP that holds none
+    /// and has found the pool short for [`crate::limits::CREDIT_STARVED_MS`]
+    /// overdraws it, and keeps doing so while the pool stays short, so
+    /// other QPs' reads that never end cannot starve it.
+    fn take_read_credits(&mut self, qp: &Qp<Roxe>, n: u32) -> bool {
+        let pool = this_dev_credits(qp);
+        if pool.take(n) {
+            self.read_held += n;
+            self.credit_short_since = None;
+            return true;
+        }
+        let now = kernel::time::Ktime::ktime_get().to_ms();
+        let since = *self.credit_short_since.get_or_insert(now);
+        if self.read_held == 0
+            && now - since >= crate::limits::CREDIT_STARVED_MS
+            && pool.overdraw(n)
+        {
+            self.read_held += n;
+            qp.device()
+                .data()
+                .counters
+                .event(crate::rx::Event::ReadCreditOverdraft);
+            return true;
+        }
+        self.credit_wait = true;
+        false
     }
-    let now = kernel::time::Ktime::ktime_get().to_ms();
-    let since = *short_since.get_or_insert(now);
-    if *held == 0 && now - since >= crate::limits::CREDIT_STARVED_MS && pool.overdraw(n) {
-        *held += n;
-        qp.device()
-            .data()
-            .counters
-            .event(crate::rx::Event::ReadCreditOverdraft);
-        return true;
-    }
-    *wait = true;
-    false
 }
 
 /// FETH placement types and selectivity levels (`IB_FLUSH_*`).
@@ -420,7 +532,7 @@ pub(crate) const FLUSH_PERSISTENT_TYPE: u8 = 2;
 
 pub(crate) const FLUSH_LEVEL_MR: u8 = 1;
 
-/// Sends (more of) WQE `idx` on a connected QP, from packet `st.sq_pkt`
+/// Sends (more of) WQE `idx` on a connected QP, from packet `st.req.sq_pkt`
 /// on. Returns the message length once every packet is out, or `None`
 /// when the RC window or `budget` stopped it part-way.
 ///
@@ -474,50 +586,43 @@ fn send_connected(
     // The first piece of a read took its credits before anything of the
     // WQE was recorded.
     let mut prepaid = false;
-    if st.sq_pkt == 0 {
+    if st.req.sq_pkt == 0 {
         // Nothing is recorded for a WQE that cannot start yet: it is
         // counted in `reads_out` once, when its first packet goes out.
         let read_full = op == SendOp::RdmaRead
-            && st.una != st.npsn
-            && st.una.distance(st.npsn) + n.min(READ_WINDOW) > READ_WINDOW;
-        if *budget == 0 || (rc && st.una.distance(st.npsn) >= WINDOW) || read_full {
+            && st.comp.una != st.req.npsn
+            && st.comp.una.distance(st.req.npsn) + n.min(READ_WINDOW) > READ_WINDOW;
+        if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= WINDOW) || read_full {
             return Ok(None);
         }
-        if op == SendOp::RdmaRead
-            && !take_read_credits(
-                qp,
-                &mut st.read_held,
-                &mut st.credit_wait,
-                &mut st.credit_short_since,
-                n.min(READ_WINDOW),
-            )
-        {
+        if op == SendOp::RdmaRead && !st.req.take_read_credits(qp, n.min(READ_WINDOW)) {
             return Ok(None);
         }
         prepaid = op == SendOp::RdmaRead;
-        st.set_wqe_psn(idx, st.npsn, st.npsn.wrapping_add(n - 1), waits);
+        st.req
+            .set_wqe_psn(idx, st.req.npsn, st.req.npsn.wrapping_add(n - 1), waits);
         if waits {
-            st.reads_out += 1;
+            st.req.reads_out += 1;
         }
     }
     let Some(path) = st.path.as_ref() else {
         return Err(WcStatus::LocQpOpErr);
     };
-    let (first, _, _) = st.wqe_psn(idx);
+    let (first, _, _) = st.req.wqe_psn(idx);
     let dqpn = st.attr.dest_qp_num;
     let sport = udp::source_port(qp.qp_num(), dqpn);
     let imm = ImmDt(u32::from_be(w.imm_data));
-    while st.sq_pkt < n {
-        if *budget == 0 || (rc && st.una.distance(st.npsn) >= WINDOW) {
+    while st.req.sq_pkt < n {
+        if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= WINDOW) {
             return Ok(None);
         }
         *budget -= 1;
-        let i = st.sq_pkt;
+        let i = st.req.sq_pkt;
         // Below 2^31 + MTU: fits.
         let off = i * mtu;
         if matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
             let opcode = seg::request_opcode(t, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
-            let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.npsn);
+            let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.req.npsn);
             bth.ack_req = true;
             let (swap_add, compare) = if op == SendOp::CmpSwap {
                 (w.swap, w.compare_add)
@@ -535,11 +640,11 @@ fn send_connected(
                 ..Ext::default()
             };
             let _ = path.send(sport, &bth, &ext, 0, |_| true);
-            st.sq_pkt = 1;
-            st.npsn = st.npsn.next();
+            st.req.sq_pkt = 1;
+            st.req.npsn = st.req.npsn.next();
             continue;
         }
-        if op == SendOp::RdmaRead && i % READ_WINDOW == 0 && i != 0 && st.una != st.npsn {
+        if op == SendOp::RdmaRead && i % READ_WINDOW == 0 && i != 0 && st.comp.una != st.req.npsn {
             // The pieces of one read go one at a time: each is a request
             // the responder keeps a resource for, and it may keep as few
             // as one (`max_dest_rd_atomic`).
@@ -553,18 +658,14 @@ fn send_connected(
             // duplicate.
             let span = (n - i).min(READ_WINDOW - i % READ_WINDOW);
             if !core::mem::take(&mut prepaid) {
-                if st.una != st.npsn && st.una.distance(st.npsn) + span > READ_WINDOW {
+                if st.comp.una != st.req.npsn
+                    && st.comp.una.distance(st.req.npsn) + span > READ_WINDOW
+                {
                     // Resumed by the responses (`complete`).
                     *budget += 1;
                     return Ok(None);
                 }
-                if !take_read_credits(
-                    qp,
-                    &mut st.read_held,
-                    &mut st.credit_wait,
-                    &mut st.credit_short_since,
-                    span,
-                ) {
+                if !st.req.take_read_credits(qp, span) {
                     *budget += 1;
                     return Ok(None);
                 }
@@ -587,14 +688,14 @@ fn send_connected(
                 ..Ext::default()
             };
             let _ = path.send(sport, &bth, &ext, 0, |_| true);
-            st.sq_pkt += span;
-            st.npsn = first.wrapping_add(st.sq_pkt);
+            st.req.sq_pkt += span;
+            st.req.npsn = first.wrapping_add(st.req.sq_pkt);
             continue;
         }
         let pos = seg::position(i, n);
         let opcode = seg::request_opcode(t, op, pos).ok_or(WcStatus::LocQpOpErr)?;
         let plen = (len - off).min(mtu);
-        let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.npsn);
+        let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.req.npsn);
         bth.pad = headers::pad_len(plen as usize);
         if pos.ends_message() {
             bth.se = w.send_flags & SEND_SOLICITED != 0;
@@ -638,9 +739,9 @@ fn send_connected(
         if let Some(e) = err {
             return Err(e);
         }
-        st.sq_pkt += 1;
-        st.npsn = st.npsn.next();
+        st.req.sq_pkt += 1;
+        st.req.npsn = st.req.npsn.next();
     }
-    st.sq_pkt = 0;
+    st.req.sq_pkt = 0;
     Ok(Some(len))
 }

@@ -7,6 +7,7 @@
 
 use crate::cq;
 use crate::device::{Roxe, PORT};
+use crate::limits::MAX_QP_RD_ATOM;
 use crate::mr::{self, KeyError};
 use crate::proto::access::{
     FLUSH_GLOBAL, FLUSH_PERSISTENT, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE,
@@ -18,22 +19,134 @@ use crate::proto::mtu::IbMtu;
 use crate::proto::opcode::{Opcode, Operation, Position};
 use crate::proto::psn::Psn;
 use crate::proto::qp::State;
+use crate::proto::resp::ReadResources;
 use crate::proto::resp::{self, ReadRequest};
 use crate::proto::seg;
 use crate::proto::udp;
 use crate::proto::wr::{WcOp, WcStatus};
-use crate::qp::{AtomicDone, QpState};
+use crate::qp::QpState;
 use crate::rdma::qp::{Qp, QpType};
 use crate::req::{FLUSH_GLOBAL_TYPE, FLUSH_LEVEL_MR, FLUSH_PERSISTENT_TYPE, WINDOW};
 use crate::rx::{Drop, Meta};
 use crate::tx::path_mtu;
 use crate::uapi::Cqe;
 use crate::wqe::{take_recv, RecvCopy, MAX_MSG, WC_GRH, WC_WITH_IMM, WC_WITH_INV};
+use kernel::alloc::flags::GFP_KERNEL_ACCOUNT;
+use kernel::prelude::*;
+
+/// How many atomic results the responder keeps for replay (at least the
+/// largest `max_dest_rd_atomic` a requester keeps in flight would be
+/// ideal; a duplicate older than these is dropped and the requester
+/// retries).
+const ATOMIC_REPLAY: usize = 16;
+
+/// A SEND (or the last packet of an RDMA WRITE with immediate) being
+/// received: its receive WQE and how many bytes of the message it holds.
+pub(crate) struct RecvProgress {
+    pub(crate) wqe: RecvCopy,
+    /// At most `wqe::MAX_MSG`.
+    pub(crate) off: u64,
+}
+
+/// An RDMA WRITE being received.
+pub(crate) struct WriteProgress {
+    pub(crate) rkey: u32,
+    pub(crate) va: u64,
+    pub(crate) len: u32,
+    pub(crate) off: u32,
+}
+
+/// An atomic the responder executed: what a duplicate must ask again,
+/// and the answer it gets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AtomicDone {
+    /// The request's PSN; `u32::MAX` (never a PSN) in an unused slot.
+    pub(crate) psn: u32,
+    pub(crate) rkey: u32,
+    pub(crate) va: u64,
+    /// The value the target held before.
+    pub(crate) orig: u64,
+}
+
+impl AtomicDone {
+    pub(crate) const NONE: Self = Self {
+        psn: u32::MAX,
+        rkey: 0,
+        va: 0,
+        orig: 0,
+    };
+}
+
+/// The responder's memory of the reads it served.
+pub(crate) type Reads = ReadResources<{ MAX_QP_RD_ATOM as usize }>;
+
+/// An empty [`Reads`] on the heap, charged to the caller's memory cgroup.
+/// Not inlined, so its stack temporary lives only in its own frame.
+#[inline(never)]
+fn new_reads() -> Result<KBox<Reads>> {
+    Ok(KBox::new(ReadResources::new(), GFP_KERNEL_ACCOUNT)?)
+}
+
+/// The responder's state: the expected PSN, the message in progress, and
+/// what it remembers to answer duplicates.
+pub(crate) struct RespState {
+    /// The expected PSN.
+    pub(crate) epsn: Psn,
+    /// The message sequence number.
+    pub(crate) msn: u32,
+    /// Recent atomics, to answer duplicates without executing
+    /// them again.
+    atomic_replay: [AtomicDone; ATOMIC_REPLAY],
+    atomic_next: usize,
+    /// A PSN sequence NAK was sent and not yet resolved.
+    nak_sent: bool,
+    /// The message in progress that holds a receive WQE.
+    pub(crate) recv: Option<RecvProgress>,
+    /// A receive WQE taken from the RQ or SRQ whose UC message
+    /// was lost (a gap, a packet that broke the rules). It is still the
+    /// oldest receive: the next message takes it before the queue's, and a
+    /// flush completes it first. At most one of `recv` and `recv_spare`
+    /// holds a WQE.
+    pub(crate) recv_spare: Option<RecvCopy>,
+    wctx: Option<WriteProgress>,
+    /// The RDMA READ requests served, the newest
+    /// `max_dest_rd_atomic` of them; only these are answered again as
+    /// duplicates.
+    /// (3 KiB, so on the heap: the QP's state is built on the stack of
+    /// `create`, which for QP1 runs deep in `rdma link add`.)
+    reads: KBox<Reads>,
+}
+
+impl RespState {
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self {
+            epsn: Psn::ZERO,
+            msn: 0,
+            atomic_replay: [AtomicDone::NONE; ATOMIC_REPLAY],
+            atomic_next: 0,
+            nak_sent: false,
+            recv: None,
+            recv_spare: None,
+            wctx: None,
+            reads: new_reads()?,
+        })
+    }
+
+    /// Forgets the message in progress and the requests served.
+    pub(crate) fn reset(&mut self) {
+        self.recv = None;
+        self.recv_spare = None;
+        self.wctx = None;
+        self.nak_sent = false;
+        self.reads.clear();
+        self.atomic_replay = [AtomicDone::NONE; ATOMIC_REPLAY];
+    }
+}
 
 /// Takes the next receive WQE: the one a lost UC message left
 /// (`QpState::recv_spare`), or else the next from the QP's RQ or SRQ.
 fn pop_recv(qp: &Qp<Roxe>, st: &mut QpState) -> Option<RecvCopy> {
-    if let Some(r) = st.recv_spare.take() {
+    if let Some(r) = st.resp.recv_spare.take() {
         return Some(r);
     }
     let this = qp.data();
@@ -135,7 +248,7 @@ fn send_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, syndrome: Syndrome) {
     let ext = Ext {
         aeth: Some(Aeth {
             syndrome: syndrome.to_u8(),
-            msn: st.msn,
+            msn: st.resp.msn,
         }),
         ..Ext::default()
     };
@@ -156,15 +269,15 @@ pub(crate) fn respond(
     let rc = qp.data().qp_type == QpType::Rc;
     let psn = pkt.bth.psn;
     let pos = pkt.opcode.position();
-    if psn != st.epsn {
+    if psn != st.resp.epsn {
         if !rc {
             // UC: a gap loses the message in progress; a new one may start.
             drop_message(st);
             if !pos.starts_message() {
-                st.epsn = psn.next();
+                st.resp.epsn = psn.next();
                 return Err(Drop::Psn);
             }
-        } else if psn.diff(st.epsn) < 0 {
+        } else if psn.diff(st.resp.epsn) < 0 {
             // A duplicate: answer it again (reads are re-executed, which
             // only reads memory, and only for a request served before;
             // atomics are replayed, never redone).
@@ -183,32 +296,42 @@ pub(crate) fn respond(
                 // change nothing), and only if one was executed at this
                 // PSN: its answer would otherwise stand in for any read
                 // response the requester still waits for there.
-                if st.reads.find(&answered_empty(psn), path_mtu(st)).is_none() {
+                if st
+                    .resp
+                    .reads
+                    .find(&answered_empty(psn), path_mtu(st))
+                    .is_none()
+                {
                     return Err(Drop::Duplicate);
                 }
-                send_read_ack(qp, st, psn, st.msn);
+                send_read_ack(qp, st, psn, st.resp.msn);
             } else {
-                send_ack(qp, st, st.epsn.wrapping_sub(1), Syndrome::ACK);
+                send_ack(qp, st, st.resp.epsn.wrapping_sub(1), Syndrome::ACK);
             }
             return Err(Drop::Psn);
         } else {
-            if !st.nak_sent {
-                st.nak_sent = true;
-                send_ack(qp, st, st.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+            if !st.resp.nak_sent {
+                st.resp.nak_sent = true;
+                send_ack(
+                    qp,
+                    st,
+                    st.resp.epsn,
+                    Syndrome::Nak(NakCode::PsnSequenceError),
+                );
             }
             return Err(Drop::Psn);
         }
     }
-    st.nak_sent = false;
+    st.resp.nak_sent = false;
     let op = pkt.opcode.operation();
     // The opcode sequence: a message continues the one in progress, and
     // only a first or only packet starts one.
     let continues = match op {
-        Operation::Send => st.recv.is_some(),
-        Operation::RdmaWrite => st.wctx.is_some(),
+        Operation::Send => st.resp.recv.is_some(),
+        Operation::RdmaWrite => st.resp.wctx.is_some(),
         _ => false,
     };
-    let busy = st.recv.is_some() || st.wctx.is_some();
+    let busy = st.resp.recv.is_some() || st.resp.wctx.is_some();
     if continues == pos.starts_message() || (pos.starts_message() && busy) {
         if rc {
             return Err(refuse(qp, st, psn, Nak::Invalid));
@@ -217,7 +340,7 @@ pub(crate) fn respond(
         // a packet that continues none belongs to a message lost before.
         drop_message(st);
         if !pos.starts_message() {
-            st.epsn = psn.next();
+            st.resp.epsn = psn.next();
             return Err(Drop::Psn);
         }
     }
@@ -271,9 +394,9 @@ pub(crate) fn respond(
     };
     match result {
         Ok(()) => {
-            st.epsn = psn.next();
+            st.resp.epsn = psn.next();
             if pos.ends_message() {
-                st.msn = (st.msn + 1) & 0x00ff_ffff;
+                st.resp.msn = (st.resp.msn + 1) & 0x00ff_ffff;
             }
             let is_atomic = matches!(
                 op,
@@ -323,10 +446,10 @@ pub(crate) enum Nak {
 /// takes the next message, as if it had never been taken (IBTA's class D:
 /// the WQE is not completed).
 fn drop_message(st: &mut QpState) {
-    if let Some(p) = st.recv.take() {
-        st.recv_spare = Some(p.wqe);
+    if let Some(p) = st.resp.recv.take() {
+        st.resp.recv_spare = Some(p.wqe);
     }
-    st.wctx = None;
+    st.resp.wctx = None;
 }
 
 /// Refuses the request at `psn` for reason `n` (not [`Nak::Rnr`]) and
@@ -354,12 +477,12 @@ fn refuse(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn, n: Nak) -> Drop {
         return drop;
     }
     send_ack(qp, st, psn, Syndrome::Nak(code));
-    if let Some(p) = st.recv.take() {
+    if let Some(p) = st.resp.recv.take() {
         let mut cqe = recv_cqe(qp, p.wqe.wr_id(), WcOp::Recv, status, 0);
         cqe.src_qp = st.attr.dest_qp_num;
         push_recv(qp, cqe, true);
     }
-    st.wctx = None;
+    st.resp.wctx = None;
     st.attr.state = State::Err;
     crate::qp::flush_all(qp, st);
     drop
@@ -375,11 +498,11 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
     let pos = pkt.opcode.position();
     if pos.starts_message() {
         let r = pop_recv(qp, st).ok_or(Nak::Rnr)?;
-        st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0 });
+        st.resp.recv = Some(RecvProgress { wqe: r, off: 0 });
     }
     let dev = qp.device();
     let pd = qp.pd_id();
-    let Some(p) = st.recv.as_mut() else {
+    let Some(p) = st.resp.recv.as_mut() else {
         return Err(Nak::Invalid);
     };
     let end = p
@@ -391,7 +514,7 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
         None => Err(WcStatus::LocLenErr),
     };
     if let Err(status) = placed {
-        let Some(p) = st.recv.take() else {
+        let Some(p) = st.resp.recv.take() else {
             return Err(Nak::Invalid);
         };
         // CAST: `off` is at most MAX_MSG (2^31).
@@ -408,7 +531,7 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
     if !pos.ends_message() {
         return Ok(());
     }
-    let Some(p) = st.recv.take() else {
+    let Some(p) = st.resp.recv.take() else {
         return Err(Nak::Invalid);
     };
     // CAST: at most MAX_MSG (2^31).
@@ -452,7 +575,7 @@ fn recv_write(
     let pos = pkt.opcode.position();
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
     if pos.starts_message() {
-        if st.wctx.is_some() {
+        if st.resp.wctx.is_some() {
             return Err(Nak::Invalid);
         }
         let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
@@ -474,20 +597,20 @@ fn recv_write(
             )
             .map_err(|_| Nak::Access)?;
         }
-        st.wctx = Some(crate::qp::WriteProgress {
+        st.resp.wctx = Some(WriteProgress {
             rkey: reth.rkey,
             va: reth.va,
             len: reth.dma_len,
             off: 0,
         });
     }
-    let Some(w) = st.wctx.as_mut() else {
+    let Some(w) = st.resp.wctx.as_mut() else {
         return Err(Nak::Invalid);
     };
     // CAST: a payload is at most one MTU (`resp::payload_len_ok`).
     let n = pkt.payload.len() as u32;
     let Some((va, end)) = resp::write_place(w.va, w.off, n, w.len, pos) else {
-        st.wctx = None;
+        st.resp.wctx = None;
         return Err(Nak::Length);
     };
     let (rkey, imm) = (w.rkey, pkt.ext.immdt.filter(|_| pos.ends_message()));
@@ -515,11 +638,11 @@ fn recv_write(
             // The requester sends this packet again after the RNR wait:
             // if it starts the message, it must find none in progress.
             if pos.starts_message() {
-                st.wctx = None;
+                st.resp.wctx = None;
             }
             return Err(Nak::Rnr);
         };
-        st.recv = Some(crate::qp::RecvProgress { wqe: r, off: 0 });
+        st.resp.recv = Some(RecvProgress { wqe: r, off: 0 });
     }
     if n != 0 {
         mr::with_rkey(
@@ -533,17 +656,17 @@ fn recv_write(
         )
         .map_err(|_: KeyError| Nak::Access)?;
     }
-    let Some(w) = st.wctx.as_mut() else {
+    let Some(w) = st.resp.wctx.as_mut() else {
         return Err(Nak::Invalid);
     };
     w.off = end;
     if !pos.ends_message() {
         return Ok(());
     }
-    let Some(w) = st.wctx.take() else {
+    let Some(w) = st.resp.wctx.take() else {
         return Err(Nak::Invalid);
     };
-    if let (Some(imm), Some(r)) = (imm, st.recv.take()) {
+    if let (Some(imm), Some(r)) = (imm, st.resp.recv.take()) {
         let mut cqe = recv_cqe(
             qp,
             r.wqe.wr_id(),
@@ -571,7 +694,7 @@ fn send_atomic_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, orig: u64) {
     let ext = Ext {
         aeth: Some(Aeth {
             syndrome: Syndrome::ACK.to_u8(),
-            msn: st.msn,
+            msn: st.resp.msn,
         }),
         atomic_ack_eth: Some(headers::AtomicAckEth { orig }),
         ..Ext::default()
@@ -621,18 +744,18 @@ pub(crate) fn atomic(
     )
     .map_err(|_| Nak::Access)?;
     let psn = pkt.bth.psn;
-    let slot = st.atomic_next % st.atomic_replay.len();
-    st.atomic_replay[slot] = AtomicDone {
+    let slot = st.resp.atomic_next % st.resp.atomic_replay.len();
+    st.resp.atomic_replay[slot] = AtomicDone {
         psn: psn.get(),
         rkey: a.rkey,
         va: a.va,
         orig,
     };
-    st.atomic_next = st.atomic_next.wrapping_add(1);
+    st.resp.atomic_next = st.resp.atomic_next.wrapping_add(1);
     // The ACK carries the MSN of this message.
-    st.msn = (st.msn + 1) & 0x00ff_ffff;
+    st.resp.msn = (st.resp.msn + 1) & 0x00ff_ffff;
     send_atomic_ack(qp, st, psn, orig);
-    st.msn = (st.msn + 0x00ff_ffff) & 0x00ff_ffff;
+    st.resp.msn = (st.resp.msn + 0x00ff_ffff) & 0x00ff_ffff;
     Ok(())
 }
 
@@ -648,6 +771,7 @@ fn replay_atomic(
     let a = pkt.ext.atomic_eth.ok_or(Drop::Duplicate)?;
     let psn = pkt.bth.psn;
     let done = st
+        .resp
         .atomic_replay
         .iter()
         .find(|d| d.psn == psn.get() && d.rkey == a.rkey && d.va == a.va);
@@ -736,8 +860,8 @@ pub(crate) fn atomic_write(
     )
     .map_err(|_| Nak::Access)?;
     // The response carries the MSN of this message.
-    send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
-    st.reads.remember(
+    send_read_ack(qp, st, pkt.bth.psn, (st.resp.msn + 1) & 0x00ff_ffff);
+    st.resp.reads.remember(
         answered_empty(pkt.bth.psn),
         usize::from(st.attr.max_dest_rd_atomic),
     );
@@ -786,8 +910,8 @@ pub(crate) fn flush(
     };
     checked.map_err(|_| Nak::Access)?;
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-    send_read_ack(qp, st, pkt.bth.psn, (st.msn + 1) & 0x00ff_ffff);
-    st.reads.remember(
+    send_read_ack(qp, st, pkt.bth.psn, (st.resp.msn + 1) & 0x00ff_ffff);
+    st.resp.reads.remember(
         answered_empty(pkt.bth.psn),
         usize::from(st.attr.max_dest_rd_atomic),
     );
@@ -827,10 +951,10 @@ fn read_response(
         )
         .map_err(|_| Nak::Access)?;
     }
-    let msn = if pkt.bth.psn == st.epsn {
-        (st.msn + 1) & 0x00ff_ffff
+    let msn = if pkt.bth.psn == st.resp.epsn {
+        (st.resp.msn + 1) & 0x00ff_ffff
     } else {
-        st.msn
+        st.resp.msn
     };
     let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
     // At most one window of responses goes out per request: a requester
@@ -875,16 +999,17 @@ fn read_response(
                 .is_ok()
         });
     }
-    if pkt.bth.psn == st.epsn {
-        st.epsn = pkt.bth.psn.wrapping_add(n);
-        st.msn = msn;
+    if pkt.bth.psn == st.resp.epsn {
+        st.resp.epsn = pkt.bth.psn.wrapping_add(n);
+        st.resp.msn = msn;
         let req = ReadRequest {
             va: reth.va,
             psn: pkt.bth.psn,
             rkey: reth.rkey,
             len: reth.dma_len,
         };
-        st.reads
+        st.resp
+            .reads
             .remember(req, usize::from(st.attr.max_dest_rd_atomic));
     }
     Ok(())
@@ -908,7 +1033,7 @@ fn replay_read(
         rkey: reth.rkey,
         len: reth.dma_len,
     };
-    if st.attr.access_flags & REMOTE_READ == 0 || st.reads.find(&dup, path_mtu(st)).is_none() {
+    if st.attr.access_flags & REMOTE_READ == 0 || st.resp.reads.find(&dup, path_mtu(st)).is_none() {
         return Err(Drop::Duplicate);
     }
     match read_response(qp, st, pkt) {
