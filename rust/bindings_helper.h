@@ -4,6 +4,7 @@
  * turns this into bindings_generated.rs with the same clang flags the
  * kernel used for its own bindings, restricted by the allowlists there.
  */
+#include <linux/delay.h>
 #include <linux/netdevice.h>
 #include <linux/if_vlan.h>
 #include <linux/notifier.h>

@@ -263,6 +263,9 @@ pub(crate) struct Qp<T: Driver> {
     data: T::Qp,
     timer: Opaque<bindings::timer_list>,
     upcalls: super::upcall::Upcalls,
+    /// Lookups through [`QpIndex::with`] running on this QP. `destroy_cb`
+    /// takes the QP out of the index, then waits for this to reach zero.
+    users: core::sync::atomic::AtomicU32,
 }
 
 /// [`Upcalls`](super::upcall::Upcalls) bits of a QP: `IB_EVENT_QP_FATAL`
@@ -270,6 +273,16 @@ pub(crate) struct Qp<T: Driver> {
 const UPCALL_FATAL: u32 = 1;
 
 impl<T: Driver> Qp<T> {
+    /// Waits until no [`QpIndex::with`] runs on this QP. The QP must be out
+    /// of the index already, so no new one starts. Sleeps.
+    fn wait_unused(&self) {
+        while self.users.load(core::sync::atomic::Ordering::Acquire) != 0 {
+            // SAFETY: `destroy_cb` runs in process context, where sleeping
+            // is allowed.
+            unsafe { bindings::msleep(1) };
+        }
+    }
+
     /// The driver's data.
     pub(crate) fn data(&self) -> &T::Qp {
         &self.data
@@ -490,6 +503,8 @@ impl<T: Driver> Qp<T> {
             // the QP is published below; every path that frees the QP after
             // this (`destroy_cb`, the failed insert) cancels the work first.
             unsafe { super::upcall::Upcalls::init(addr_of_mut!((*this).upcalls), Self::upcall_cb) };
+            // SAFETY: The field is ours and the QP not yet published.
+            unsafe { addr_of_mut!((*this).users).write(core::sync::atomic::AtomicU32::new(0)) };
             // SAFETY: The QP is not visible to anyone else yet.
             unsafe { (*qp).qp_num = qpn };
             // SAFETY: Initialised just above; the core keeps the memory until
@@ -572,9 +587,10 @@ impl<T: Driver> Qp<T> {
     ) -> c_int {
         let this = qp.cast::<Self>();
         // SAFETY: Called once, for an initialised QP. Once it is out of the
-        // index (which waits for any lookup in progress), nothing else uses it.
+        // index and the lookups in progress are done, nothing else uses it.
         let q = unsafe { &*this };
         T::qp_index(q.device()).remove(q.qp_num());
+        q.wait_unused();
         // SAFETY: Set up at creation. Waits for a running callback and keeps
         // the timer from being armed again.
         unsafe { bindings::roxe_timer_shutdown_sync(q.timer.get()) };
@@ -837,8 +853,11 @@ impl<T: Driver> SendWr<'_, T> {
 /// # Invariants
 ///
 /// Every pointer in `tree` is a live, initialised `Qp<T>`: the abstraction
-/// inserts a QP only after it is initialised and removes it before its state
-/// is dropped, and both happen under the lock that [`QpIndex::with`] holds.
+/// inserts a QP only after it is initialised, and removes it (under the
+/// tree's lock) before its state is dropped. A lookup counts itself in the
+/// QP's `users` under that lock, and `destroy_cb` waits for the count to
+/// drain after the removal, so a QP found in the tree stays alive until
+/// its lookup ends.
 #[pin_data]
 pub(crate) struct QpIndex<T: Driver> {
     #[pin]
@@ -882,13 +901,25 @@ impl<T: Driver> QpIndex<T> {
             .unwrap_or(core::ptr::null_mut())
     }
 
-    /// Runs `f` on the QP numbered `qpn`. The index's lock is held meanwhile,
-    /// so the QP cannot be destroyed under `f`; bottom halves are disabled.
+    /// Runs `f` on the QP numbered `qpn`. The index's lock is held only for
+    /// the lookup: `f` runs with a counted use of the QP, which keeps it
+    /// from being destroyed until `f` returns, and with no index lock, so
+    /// lookups of different QPs run side by side.
     pub(crate) fn with<R>(&self, qpn: u32, f: impl FnOnce(&Qp<T>) -> R) -> Option<R> {
-        let tree = self.tree.lock();
-        let p = tree.get(&qpn)?;
-        // SAFETY: By the type invariant the QP is live, and it stays in the
-        // index (so alive) while we hold the lock.
-        Some(f(unsafe { p.0.as_ref() }))
+        let ptr = {
+            let tree = self.tree.lock();
+            let p = tree.get(&qpn)?.0;
+            // SAFETY: By the type invariant the QP is live while it is in
+            // the tree, and we hold the tree's lock.
+            let q = unsafe { p.as_ref() };
+            q.users.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            p
+        };
+        // SAFETY: The use counted above keeps `destroy_cb` waiting, so the QP
+        // stays alive until the count is dropped below.
+        let q = unsafe { ptr.as_ref() };
+        let r = f(q);
+        q.users.fetch_sub(1, core::sync::atomic::Ordering::Release);
+        Some(r)
     }
 }

@@ -11,9 +11,10 @@
 //!
 //! # Locks, and the order they nest in (outermost first)
 //!
-//! 1. The device's QP index (`rdma::qp::QpIndex`, bottom halves off):
-//!    `rx.rs` holds it from the lookup of a packet's QP until the engines
-//!    return.
+//! 1. The device's QP index (`rdma::qp::QpIndex`, bottom halves off), for
+//!    the lookup of a packet's QP only. The lookup counts a use of the QP
+//!    and releases the lock; the engines run with no device-wide lock, and
+//!    `destroy` waits for the uses to drain once the QP is out of the index.
 //! 2. A QP's `state` (bottom halves off): every engine runs under it, from
 //!    the doorbell, the receive hook and the QP timer. One QP's state lock
 //!    is never taken under another's.
