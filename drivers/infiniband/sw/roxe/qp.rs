@@ -423,6 +423,9 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
         return Err(EINVAL);
     }
 
+    // Each attribute the mask names, once: into `attr`, and where an engine
+    // starts from it, into that engine's state too.
+    let st = &mut *st;
     let s = &mut st.attr;
     if m & mask::PKEY_INDEX != 0 {
         s.pkey_index = a.pkey_index;
@@ -435,24 +438,8 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     }
     if m & mask::AV != 0 {
         s.av = a.av;
-    }
-    if m & mask::AV != 0 {
         st.path = path;
     }
-    if m & mask::RQ_PSN != 0 {
-        st.resp.epsn = Psn::new(a.rq_psn & 0xff_ffff);
-    }
-    if m & mask::RETRY_CNT != 0 {
-        st.comp.retry_left = a.retry_cnt;
-    }
-    if m & mask::RNR_RETRY != 0 {
-        st.comp.rnr_left = a.rnr_retry;
-    }
-    if m & mask::SQ_PSN != 0 {
-        st.req.npsn = Psn::new(a.sq_psn & 0xff_ffff);
-        st.comp.una = st.req.npsn;
-    }
-    let s = &mut st.attr;
     if m & mask::PATH_MTU != 0 {
         s.path_mtu = a.path_mtu;
     }
@@ -461,15 +448,20 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     }
     if m & mask::RETRY_CNT != 0 {
         s.retry_cnt = a.retry_cnt;
+        st.comp.retry_left = a.retry_cnt;
     }
     if m & mask::RNR_RETRY != 0 {
         s.rnr_retry = a.rnr_retry;
+        st.comp.rnr_left = a.rnr_retry;
     }
     if m & mask::RQ_PSN != 0 {
         s.rq_psn = a.rq_psn & 0xff_ffff;
+        st.resp.epsn = Psn::new(s.rq_psn);
     }
     if m & mask::SQ_PSN != 0 {
         s.sq_psn = a.sq_psn & 0xff_ffff;
+        st.req.npsn = Psn::new(s.sq_psn);
+        st.comp.una = st.req.npsn;
     }
     if m & mask::MAX_QP_RD_ATOMIC != 0 {
         s.max_rd_atomic = a.max_rd_atomic;
@@ -494,7 +486,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     match next {
         State::Reset => {
             // Outstanding work is discarded without completions.
-            discard(this, &mut st);
+            discard(this, st);
             st.attr = reset_attr(this.cap);
             st.req.release_reads(&qp.device().data().read_credits);
             st.reset_progress();
@@ -506,7 +498,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             st.resp.epsn = Psn::ZERO;
             st.resp.msn = 0;
         }
-        State::Err if cur != State::Err => flush(qp, &mut st),
+        State::Err if cur != State::Err => flush(qp, st),
         _ => {}
     }
     Ok(())
