@@ -73,119 +73,156 @@ pub(crate) fn complete(
     }
     let psn = pkt.bth.psn;
     if pkt.opcode.operation() == Operation::RdmaReadResponse {
-        // The oldest unfinished WQE must be a read whose range holds `psn`.
-        ack_before_read(qp, st);
+        read_response(qp, st, pkt, psn)
+    } else if pkt.opcode == Opcode::RcAtomicAcknowledge {
+        atomic_ack(qp, st, pkt, psn)
+    } else {
+        ack(qp, st, pkt, psn)
+    }
+}
+
+/// An RDMA READ RESPONSE (or the empty one that answers an Atomic Write
+/// or FLUSH): its data goes where the oldest WQE wants it, and the last
+/// one completes that WQE.
+fn read_response(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+    psn: Psn,
+) -> core::result::Result<(), Drop> {
+    let this = qp.data();
+    // The oldest unfinished WQE must be a read whose range holds `psn`.
+    ack_before_read(qp, st);
+    if !outstanding(st) {
+        return Err(Drop::Unexpected);
+    }
+    let idx = st.sq_consumer;
+    let (first, last, is_read) = st.req.wqe_psn(idx);
+    if !is_read || !psn.in_range(first, last.next()) {
+        return Err(Drop::Unexpected);
+    }
+    if psn.diff(st.req.npsn) >= 0 {
+        // Not asked for (any more): after going back, a read waiting
+        // for credits has not asked again, and what is still arriving
+        // from before must not complete it.
+        return Err(Drop::Unexpected);
+    }
+    let i = first.distance(psn);
+    if i != st.comp.read_next {
+        // A gap: ask again from the start of the read.
+        if i > st.comp.read_next {
+            go_back_once(qp, st);
+        }
+        return Err(Drop::Psn);
+    }
+    // Its place in the answer: a Last or Only at the read's last PSN,
+    // a First or Only at its first. (In between anything goes: a read
+    // asked for in parts, or again part-way, is answered in parts, each
+    // from a First to a Last.)
+    let pos = pkt.opcode.position();
+    if (psn == last && !pos.ends_message()) || (i == 0 && !pos.starts_message()) {
+        return Err(Drop::Unexpected);
+    }
+    let w = this.sq.read(idx);
+    let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::RdmaRead);
+    let mtu = path_mtu(st);
+    let off = i.saturating_mul(mtu);
+    if op == SendOp::RdmaRead {
+        // Each response carries what the responder cuts at this path
+        // MTU: a full MTU, or the rest at the end. Anything else would
+        // put the bytes in the wrong place or complete the read short.
+        let total = msg_len(this, idx, &w).unwrap_or(0);
+        if pkt.payload.len() != total.saturating_sub(off).min(mtu) as usize {
+            return Err(Drop::Length);
+        }
+    }
+    let status = match op {
+        SendOp::RdmaRead => scatter_read(qp, idx, &w, off, pkt.payload),
+        // An Atomic Write's answer carries no data: its SGE is the
+        // source, never written.
+        SendOp::AtomicWrite | SendOp::Flush if pkt.payload.is_empty() => Ok(()),
+        _ => return Err(Drop::Unexpected),
+    };
+    st.comp.read_next += 1;
+    st.comp.una = psn.next();
+    progress(st);
+    if op == SendOp::Flush {
+        // The peer takes this QP's FLUSH ICRC: keep it.
+        st.req.flush_icrc_known = true;
+    }
+    if op == SendOp::RdmaRead {
+        st.req.response_arrived(this_dev_credits(qp));
+    }
+    if let Err(e) = status {
+        st.comp.read_next = 0;
+        fail(qp, st, &w, op, e);
+        return Ok(());
+    }
+    if psn == last {
+        st.comp.read_next = 0;
+        st.req.reads_out = st.req.reads_out.saturating_sub(1);
+        // CAST: messages are at most 2 GiB.
+        let len = msg_len(this, idx, &w).unwrap_or(0);
+        complete_send(qp, st, &w, op, WcStatus::Success, len);
+        ack_up_to(qp, st, psn);
         if !outstanding(st) {
-            return Err(Drop::Unexpected);
+            // Nothing asked for is still due: a responder that answered
+            // short leaves nothing held.
+            st.req.release_reads(this_dev_credits(qp));
         }
-        let idx = st.sq_consumer;
-        let (first, last, is_read) = st.req.wqe_psn(idx);
-        if !is_read || !psn.in_range(first, last.next()) {
-            return Err(Drop::Unexpected);
-        }
-        if psn.diff(st.req.npsn) >= 0 {
-            // Not asked for (any more): after going back, a read waiting
-            // for credits has not asked again, and what is still arriving
-            // from before must not complete it.
-            return Err(Drop::Unexpected);
-        }
-        let i = first.distance(psn);
-        if i != st.comp.read_next {
-            // A gap: ask again from the start of the read.
-            if i > st.comp.read_next {
-                go_back_once(qp, st);
-            }
-            return Err(Drop::Psn);
-        }
-        // Its place in the answer: a Last or Only at the read's last PSN,
-        // a First or Only at its first. (In between anything goes: a read
-        // asked for in parts, or again part-way, is answered in parts, each
-        // from a First to a Last.)
-        let pos = pkt.opcode.position();
-        if (psn == last && !pos.ends_message()) || (i == 0 && !pos.starts_message()) {
-            return Err(Drop::Unexpected);
-        }
-        let w = this.sq.read(idx);
-        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::RdmaRead);
-        let mtu = path_mtu(st);
-        let off = i.saturating_mul(mtu);
-        if op == SendOp::RdmaRead {
-            // Each response carries what the responder cuts at this path
-            // MTU: a full MTU, or the rest at the end. Anything else would
-            // put the bytes in the wrong place or complete the read short.
-            let total = msg_len(this, idx, &w).unwrap_or(0);
-            if pkt.payload.len() != total.saturating_sub(off).min(mtu) as usize {
-                return Err(Drop::Length);
-            }
-        }
-        let status = match op {
-            SendOp::RdmaRead => scatter_read(qp, idx, &w, off, pkt.payload),
-            // An Atomic Write's answer carries no data: its SGE is the
-            // source, never written.
-            SendOp::AtomicWrite | SendOp::Flush if pkt.payload.is_empty() => Ok(()),
-            _ => return Err(Drop::Unexpected),
-        };
-        st.comp.read_next += 1;
-        st.comp.una = psn.next();
-        progress(st);
-        if op == SendOp::Flush {
-            // The peer takes this QP's FLUSH ICRC: keep it.
-            st.req.flush_icrc_known = true;
-        }
-        if op == SendOp::RdmaRead {
-            st.req.response_arrived(this_dev_credits(qp));
-        }
-        if let Err(e) = status {
-            st.comp.read_next = 0;
+        send_pending(qp, st);
+    } else if st.req.sq_pkt != 0 {
+        // The window moved: more of this read may be requested.
+        send_pending(qp, st);
+    }
+    Ok(())
+}
+
+/// An ATOMIC ACKNOWLEDGE: the original value goes to the oldest WQE, a
+/// CmpSwap or FetchAdd, which completes.
+fn atomic_ack(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+    psn: Psn,
+) -> core::result::Result<(), Drop> {
+    let this = qp.data();
+    ack_before_read(qp, st);
+    if !outstanding(st) {
+        return Err(Drop::Unexpected);
+    }
+    let idx = st.sq_consumer;
+    let (first, _, waits) = st.req.wqe_psn(idx);
+    let w = this.sq.read(idx);
+    let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
+    if !waits || first != psn || !matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
+        return Err(Drop::Unexpected);
+    }
+    let orig = pkt.ext.atomic_ack_eth.ok_or(Drop::Unexpected)?.orig;
+    st.comp.una = psn.next();
+    progress(st);
+    st.req.reads_out = st.req.reads_out.saturating_sub(1);
+    match scatter_read(qp, idx, &w, 0, &orig.to_ne_bytes()) {
+        Ok(()) => complete_send(qp, st, &w, op, WcStatus::Success, 8),
+        Err(e) => {
             fail(qp, st, &w, op, e);
             return Ok(());
         }
-        if psn == last {
-            st.comp.read_next = 0;
-            st.req.reads_out = st.req.reads_out.saturating_sub(1);
-            // CAST: messages are at most 2 GiB.
-            let len = msg_len(this, idx, &w).unwrap_or(0);
-            complete_send(qp, st, &w, op, WcStatus::Success, len);
-            ack_up_to(qp, st, psn);
-            if !outstanding(st) {
-                // Nothing asked for is still due: a responder that answered
-                // short leaves nothing held.
-                st.req.release_reads(this_dev_credits(qp));
-            }
-            send_pending(qp, st);
-        } else if st.req.sq_pkt != 0 {
-            // The window moved: more of this read may be requested.
-            send_pending(qp, st);
-        }
-        return Ok(());
     }
-    if pkt.opcode == Opcode::RcAtomicAcknowledge {
-        ack_before_read(qp, st);
-        if !outstanding(st) {
-            return Err(Drop::Unexpected);
-        }
-        let idx = st.sq_consumer;
-        let (first, _, waits) = st.req.wqe_psn(idx);
-        let w = this.sq.read(idx);
-        let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
-        if !waits || first != psn || !matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
-            return Err(Drop::Unexpected);
-        }
-        let orig = pkt.ext.atomic_ack_eth.ok_or(Drop::Unexpected)?.orig;
-        st.comp.una = psn.next();
-        progress(st);
-        st.req.reads_out = st.req.reads_out.saturating_sub(1);
-        match scatter_read(qp, idx, &w, 0, &orig.to_ne_bytes()) {
-            Ok(()) => complete_send(qp, st, &w, op, WcStatus::Success, 8),
-            Err(e) => {
-                fail(qp, st, &w, op, e);
-                return Ok(());
-            }
-        }
-        ack_up_to(qp, st, psn);
-        send_pending(qp, st);
-        return Ok(());
-    }
+    ack_up_to(qp, st, psn);
+    send_pending(qp, st);
+    Ok(())
+}
+
+/// An ACKNOWLEDGE: an ACK completes what it covers, a NAK fails the
+/// oldest WQE or rewinds the requester, an RNR NAK makes it wait.
+fn ack(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+    psn: Psn,
+) -> core::result::Result<(), Drop> {
+    let this = qp.data();
     let aeth = pkt.ext.aeth.ok_or(Drop::Unexpected)?;
     let syndrome = Syndrome::from_u8(aeth.syndrome);
     // A NAK names a packet sent and not yet acknowledged: at or after

@@ -610,138 +610,207 @@ fn send_connected(
     };
     let (first, _, _) = st.req.wqe_psn(idx);
     let dqpn = st.attr.dest_qp_num;
-    let sport = udp::source_port(qp.qp_num(), dqpn);
-    let imm = ImmDt(u32::from_be(w.imm_data));
+    let m = Message {
+        idx,
+        w,
+        op,
+        len,
+        mtu,
+        n,
+        t,
+        value_in_wqe,
+        first,
+        dqpn,
+        sport: udp::source_port(qp.qp_num(), dqpn),
+    };
     while st.req.sq_pkt < n {
         if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= WINDOW) {
             return Ok(None);
         }
         *budget -= 1;
-        let i = st.req.sq_pkt;
-        // Below 2^31 + MTU: fits.
-        let off = i * mtu;
-        if matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
-            let opcode = seg::request_opcode(t, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
-            let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.req.npsn);
-            bth.ack_req = true;
-            let (swap_add, compare) = if op == SendOp::CmpSwap {
-                (w.swap, w.compare_add)
-            } else {
-                (w.compare_add, 0)
-            };
-            let aeth = headers::AtomicEth {
-                va: w.remote_addr,
-                rkey: w.rkey,
-                swap_add,
-                compare,
-            };
-            let ext = Ext {
-                atomic_eth: Some(aeth),
-                ..Ext::default()
-            };
-            let _ = path.send(sport, &bth, &ext, 0, |_| true);
-            st.req.sq_pkt = 1;
-            st.req.npsn = st.req.npsn.next();
-            continue;
-        }
-        if op == SendOp::RdmaRead && i % READ_WINDOW == 0 && i != 0 && st.comp.una != st.req.npsn {
-            // The pieces of one read go one at a time: each is a request
-            // the responder keeps a resource for, and it may keep as few
-            // as one (`max_dest_rd_atomic`).
-            *budget += 1;
-            return Ok(None);
-        }
-        if op == SendOp::RdmaRead {
-            // Requests cover fixed READ_WINDOW-packet pieces of the read,
-            // so one asked again part-way (after a loss) is a subset of the
-            // one sent first, which is what responders accept as a
-            // duplicate.
-            let span = (n - i).min(READ_WINDOW - i % READ_WINDOW);
-            if !core::mem::take(&mut prepaid) {
-                if st.comp.una != st.req.npsn
-                    && st.comp.una.distance(st.req.npsn) + span > READ_WINDOW
-                {
-                    // Resumed by the responses (`complete`).
-                    *budget += 1;
-                    return Ok(None);
-                }
-                if !st.req.take_read_credits(qp, span) {
-                    *budget += 1;
-                    return Ok(None);
-                }
+        if atomic {
+            atomic_packet(path, &mut st.req, &m)?;
+        } else if op == SendOp::RdmaRead {
+            if !read_request(qp, path, &mut st.req, st.comp.una, &m, &mut prepaid) {
+                // Not now: the packet was not spent.
+                *budget += 1;
+                return Ok(None);
             }
-            let sub_len = (len - off).min(span * mtu);
-            let mut bth = Bth::new(
-                Opcode::RcRdmaReadRequest,
-                DEFAULT_PKEY,
-                dqpn,
-                first.wrapping_add(i),
-            );
-            bth.ack_req = true;
-            let reth = Reth {
-                va: w.remote_addr.wrapping_add(u64::from(off)),
-                rkey: w.rkey,
-                dma_len: sub_len,
-            };
-            let ext = Ext {
-                reth: Some(reth),
-                ..Ext::default()
-            };
-            let _ = path.send(sport, &bth, &ext, 0, |_| true);
-            st.req.sq_pkt += span;
-            st.req.npsn = first.wrapping_add(st.req.sq_pkt);
-            continue;
+        } else {
+            data_packet(qp, path, &mut st.req, &m)?;
         }
-        let pos = seg::position(i, n);
-        let opcode = seg::request_opcode(t, op, pos).ok_or(WcStatus::LocQpOpErr)?;
-        let plen = (len - off).min(mtu);
-        let mut bth = Bth::new(opcode, DEFAULT_PKEY, dqpn, st.req.npsn);
-        bth.pad = headers::pad_len(plen as usize);
-        if pos.ends_message() {
-            bth.se = w.send_flags & SEND_SOLICITED != 0;
-        }
-        // RC asks for an ACK at the end of each message and twice per
-        // window, so the window keeps opening inside long messages.
-        bth.ack_req = rc && (pos.ends_message() || (i + 1) % (WINDOW / 2) == 0);
-        let ext = Ext {
-            reth: (matches!(
-                opcode.operation(),
-                Operation::RdmaWrite | Operation::AtomicWrite
-            ) && pos.starts_message())
-            .then_some(Reth {
-                va: w.remote_addr,
-                rkey: w.rkey,
-                dma_len: len,
-            }),
-            immdt: opcode.has_immediate().then_some(imm),
-            ieth: opcode
-                .has_invalidate()
-                .then_some(headers::Ieth { rkey: w.imm_data }),
-            ..Ext::default()
-        };
-        let mut err = None;
-        let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
-            let got = if value_in_wqe {
-                buf.get_mut(..8)
-                    .map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes()))
-                    .ok_or(WcStatus::LocLenErr)
-            } else {
-                gather(qp, idx, w, off, buf)
-            };
-            match got {
-                Ok(()) => true,
-                Err(e) => {
-                    err = Some(e);
-                    false
-                }
-            }
-        });
-        if let Some(e) = err {
-            return Err(e);
-        }
-        st.req.sq_pkt += 1;
-        st.req.npsn = st.req.npsn.next();
     }
     st.req.sq_pkt = 0;
     Ok(Some(len))
+}
+
+/// What the packets of one connected-QP message share.
+struct Message<'a> {
+    idx: u32,
+    w: &'a SendWqe,
+    op: SendOp,
+    len: u32,
+    mtu: u32,
+    /// Packets (for a read, response packets) in the message.
+    n: u32,
+    t: Wire,
+    /// Atomic Write's value is `compare_add`, not the message.
+    value_in_wqe: bool,
+    /// The message's first PSN.
+    first: Psn,
+    dqpn: u32,
+    sport: u16,
+}
+
+/// Sends the one packet of a CmpSwap or FetchAdd.
+fn atomic_packet(
+    path: &Path,
+    req: &mut ReqState,
+    m: &Message<'_>,
+) -> core::result::Result<(), WcStatus> {
+    let (w, op) = (m.w, m.op);
+    let opcode = seg::request_opcode(m.t, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
+    let mut bth = Bth::new(opcode, DEFAULT_PKEY, m.dqpn, req.npsn);
+    bth.ack_req = true;
+    let (swap_add, compare) = if op == SendOp::CmpSwap {
+        (w.swap, w.compare_add)
+    } else {
+        (w.compare_add, 0)
+    };
+    let aeth = headers::AtomicEth {
+        va: w.remote_addr,
+        rkey: w.rkey,
+        swap_add,
+        compare,
+    };
+    let ext = Ext {
+        atomic_eth: Some(aeth),
+        ..Ext::default()
+    };
+    let _ = path.send(m.sport, &bth, &ext, 0, |_| true);
+    req.sq_pkt = 1;
+    req.npsn = req.npsn.next();
+    Ok(())
+}
+
+/// Sends the read request for the next piece of an RDMA READ, from
+/// response packet `req.sq_pkt` on. `false` if it must wait: for the
+/// pieces before it to be answered, or for the device's read credits
+/// (`prepaid` says the first piece already took them).
+fn read_request(
+    qp: &Qp<Roxe>,
+    path: &Path,
+    req: &mut ReqState,
+    una: Psn,
+    m: &Message<'_>,
+    prepaid: &mut bool,
+) -> bool {
+    let i = req.sq_pkt;
+    if i % READ_WINDOW == 0 && i != 0 && una != req.npsn {
+        // The pieces of one read go one at a time: each is a request the
+        // responder keeps a resource for, and it may keep as few as one
+        // (`max_dest_rd_atomic`).
+        return false;
+    }
+    // Requests cover fixed READ_WINDOW-packet pieces of the read, so one
+    // asked again part-way (after a loss) is a subset of the one sent
+    // first, which is what responders accept as a duplicate.
+    let span = (m.n - i).min(READ_WINDOW - i % READ_WINDOW);
+    if !core::mem::take(prepaid) {
+        if una != req.npsn && una.distance(req.npsn) + span > READ_WINDOW {
+            // Resumed by the responses (`comp::complete`).
+            return false;
+        }
+        if !req.take_read_credits(qp, span) {
+            return false;
+        }
+    }
+    // Below 2^31 + MTU: fits.
+    let off = i * m.mtu;
+    let sub_len = (m.len - off).min(span * m.mtu);
+    let mut bth = Bth::new(
+        Opcode::RcRdmaReadRequest,
+        DEFAULT_PKEY,
+        m.dqpn,
+        m.first.wrapping_add(i),
+    );
+    bth.ack_req = true;
+    let reth = Reth {
+        va: m.w.remote_addr.wrapping_add(u64::from(off)),
+        rkey: m.w.rkey,
+        dma_len: sub_len,
+    };
+    let ext = Ext {
+        reth: Some(reth),
+        ..Ext::default()
+    };
+    let _ = path.send(m.sport, &bth, &ext, 0, |_| true);
+    req.sq_pkt += span;
+    req.npsn = m.first.wrapping_add(req.sq_pkt);
+    true
+}
+
+/// Sends packet `req.sq_pkt` of a SEND, RDMA WRITE or Atomic Write, with
+/// its payload gathered from the WQE's SGEs or inline data.
+fn data_packet(
+    qp: &Qp<Roxe>,
+    path: &Path,
+    req: &mut ReqState,
+    m: &Message<'_>,
+) -> core::result::Result<(), WcStatus> {
+    let (w, i) = (m.w, req.sq_pkt);
+    // Below 2^31 + MTU: fits.
+    let off = i * m.mtu;
+    let pos = seg::position(i, m.n);
+    let opcode = seg::request_opcode(m.t, m.op, pos).ok_or(WcStatus::LocQpOpErr)?;
+    let plen = (m.len - off).min(m.mtu);
+    let mut bth = Bth::new(opcode, DEFAULT_PKEY, m.dqpn, req.npsn);
+    bth.pad = headers::pad_len(plen as usize);
+    if pos.ends_message() {
+        bth.se = w.send_flags & SEND_SOLICITED != 0;
+    }
+    // RC asks for an ACK at the end of each message and twice per window,
+    // so the window keeps opening inside long messages.
+    bth.ack_req = m.t == Wire::Rc && (pos.ends_message() || (i + 1) % (WINDOW / 2) == 0);
+    let ext = Ext {
+        reth: (matches!(
+            opcode.operation(),
+            Operation::RdmaWrite | Operation::AtomicWrite
+        ) && pos.starts_message())
+        .then_some(Reth {
+            va: w.remote_addr,
+            rkey: w.rkey,
+            dma_len: m.len,
+        }),
+        immdt: opcode
+            .has_immediate()
+            .then_some(ImmDt(u32::from_be(w.imm_data))),
+        ieth: opcode
+            .has_invalidate()
+            .then_some(headers::Ieth { rkey: w.imm_data }),
+        ..Ext::default()
+    };
+    let mut err = None;
+    let _ = path.send(m.sport, &bth, &ext, plen as usize, |buf| {
+        let got = if m.value_in_wqe {
+            buf.get_mut(..8)
+                .map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes()))
+                .ok_or(WcStatus::LocLenErr)
+        } else {
+            gather(qp, m.idx, w, off, buf)
+        };
+        match got {
+            Ok(()) => true,
+            Err(e) => {
+                err = Some(e);
+                false
+            }
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    req.sq_pkt += 1;
+    req.npsn = req.npsn.next();
+    Ok(())
 }
