@@ -51,7 +51,7 @@ const UPCALL_COMP: u32 = 1;
 const UPCALL_ERR: u32 = 2;
 
 /// `IBV_WC_WITH_INV`: the CQE's `imm_data` is the invalidated rkey.
-const WC_WITH_INV: u32 = 8;
+const WC_WITH_INV: u32 = crate::uapi::wc_flags::WITH_INV;
 
 impl<T: Driver> Cq<T> {
     /// The driver's data.

@@ -777,7 +777,7 @@ impl<T: Driver> SendWr<'_, T> {
             // SAFETY: Either union member is plain bits.
             wr_id: unsafe { w.__bindgen_anon_1.wr_id },
             opcode: w.opcode,
-            // CAST: flag bits.
+            // CAST: flag bits, which mean what the user ABI's do (`SEND_FLAG_BITS_MATCH`).
             send_flags: w.send_flags as u32,
             // SAFETY: Either union member is plain bits.
             imm_data: unsafe { w.ex.imm_data },
@@ -923,3 +923,15 @@ impl<T: Driver> QpIndex<T> {
         Some(r)
     }
 }
+
+/// A kernel work request's `send_flags` reach the data path unchanged, read
+/// with the user ABI's meaning: the bits it uses are the same in both.
+// CAST: small positive constants.
+const SEND_FLAG_BITS_MATCH: () = {
+    use crate::uapi::send_flags;
+    assert!(bindings::ib_send_flags_IB_SEND_FENCE as u32 == send_flags::FENCE);
+    assert!(bindings::ib_send_flags_IB_SEND_SIGNALED as u32 == send_flags::SIGNALED);
+    assert!(bindings::ib_send_flags_IB_SEND_SOLICITED as u32 == send_flags::SOLICITED);
+    assert!(bindings::ib_send_flags_IB_SEND_INLINE as u32 == send_flags::INLINE);
+};
+const _: () = SEND_FLAG_BITS_MATCH;

@@ -4,10 +4,12 @@
 //!
 //! The kernel describes a ring in a [`roxe_uapi::CreateCqResp`]; [`Geometry`]
 //! checks that description once, so that no index can reach outside the
-//! mapping afterwards. [`Ring`] does the polling arithmetic on free-running
-//! `u32` indices: it keeps its own consumer index, loads the kernel's
-//! producer index, and refuses to read anything when the distance between the
-//! two is impossible.
+//! mapping afterwards. [`Ring`] polls with free-running `u32` indices: it
+//! keeps its own consumer index, loads the kernel's producer index, and
+//! refuses to read anything when the distance between the two is impossible.
+//! A CQ ring is a work-queue ring whose slots are one CQE each, so
+//! [`Geometry`] wraps a [`wq::Geometry`], and the index arithmetic is
+//! `roxe_proto::ring`, the kernel module's own.
 //!
 //! Nothing here touches memory. The mapping is reached through the
 //! [`RingMemory`] trait, which the `ffi` module implements for the real
@@ -15,9 +17,11 @@
 
 use core::mem::{offset_of, size_of};
 
-use roxe_uapi::{Cqe, CreateCqResp, RING_HEADER_SIZE, RingHeader, RingIndex};
+use roxe_proto::ring::Corrupt;
+use roxe_uapi::{Cqe, CreateCqResp, RingHeader, RingIndex};
 
 use crate::errno::Errno;
+use crate::wq;
 
 /// Byte offset of the producer index (a `u32`) in a ring mapping.
 pub const PRODUCER_OFFSET: usize = offset_of!(RingHeader, producer) + offset_of!(RingIndex, value);
@@ -32,16 +36,10 @@ pub const SLOT_SIZE: usize = size_of::<Cqe>();
 ///
 /// # Invariants
 ///
-/// - `num_slots` is a power of two (so at least 1 and at most 2^31).
-/// - `RING_HEADER_SIZE + num_slots * SLOT_SIZE <= len`, so every slot lies
-///   inside a mapping of `len` bytes, and so do both indices.
-/// - `offset` is non-negative (it is an `off_t` for `mmap`).
+/// The work-queue geometry's slots are [`SLOT_SIZE`] bytes, so (by its
+/// invariants) every slot lies inside the mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Geometry {
-    offset: i64,
-    len: usize,
-    num_slots: u32,
-}
+pub struct Geometry(wq::Geometry);
 
 impl Geometry {
     /// Checks the kernel's description of a ring.
@@ -56,29 +54,25 @@ impl Geometry {
         if usize::try_from(resp.slot_size) != Ok(SLOT_SIZE) {
             return Err(Errno::EPROTO);
         }
-        let g = crate::wq::Geometry::new(resp, SLOT_SIZE)?;
+        let g = wq::Geometry::new(resp, SLOT_SIZE)?;
         // INVARIANT: `wq::Geometry` checked the count, offset and length for
         // slots of `slot_size`, which is `SLOT_SIZE`.
-        Ok(Self {
-            offset: g.mmap_offset(),
-            len: g.mmap_len(),
-            num_slots: g.num_slots(),
-        })
+        Ok(Self(g))
     }
 
     /// The `mmap` offset on the verbs command fd.
     pub fn mmap_offset(&self) -> i64 {
-        self.offset
+        self.0.mmap_offset()
     }
 
     /// The length of the mapping in bytes.
     pub fn mmap_len(&self) -> usize {
-        self.len
+        self.0.mmap_len()
     }
 
     /// The number of slots, a power of two.
     pub fn num_slots(&self) -> u32 {
-        self.num_slots
+        self.0.num_slots()
     }
 
     /// Byte offset in the mapping of the slot that free-running index
@@ -86,23 +80,8 @@ impl Geometry {
     ///
     /// For every `index`, `slot_offset(index) + SLOT_SIZE <= mmap_len()`.
     pub fn slot_offset(&self, index: u32) -> usize {
-        let slot = index & (self.num_slots - 1);
-        // CAST: `slot < num_slots`, whose product with `SLOT_SIZE` was
-        // checked to fit `usize` in `new`.
-        RING_HEADER_SIZE + slot as usize * SLOT_SIZE
+        self.0.slot_offset(index)
     }
-}
-
-/// How many completions are ready, given both indices, or `None` if the
-/// producer index is impossible.
-///
-/// The indices are free-running, so `producer - consumer` (wrapping) is the
-/// number of filled slots. Anything above `num_slots` cannot happen with a
-/// correct kernel; a producer index behind the consumer shows up the same
-/// way, as a huge wrapped distance.
-pub fn ready(producer: u32, consumer: u32, num_slots: u32) -> Option<u32> {
-    let used = producer.wrapping_sub(consumer);
-    (used <= num_slots).then_some(used)
 }
 
 /// Access to the memory of one mapped ring.
@@ -160,8 +139,14 @@ impl<M: RingMemory> Ring<M> {
     /// Fails with `EIO` if the producer index is impossible; nothing may be
     /// read from the ring then.
     pub fn ready(&self) -> Result<u32, Errno> {
+        // The indices are free-running, so `producer - consumer` (wrapping)
+        // is the number of filled slots. More than the ring holds cannot
+        // happen with a correct kernel; a producer index behind the
+        // consumer shows up the same way, as a huge wrapped distance.
+        let ring = self.memory.geometry().0.ring();
         let producer = self.memory.load_producer();
-        ready(producer, self.consumer, self.memory.geometry().num_slots()).ok_or(Errno::EIO)
+        ring.used(producer, self.consumer)
+            .map_err(|Corrupt| Errno::EIO)
     }
 
     /// Copies the oldest unconsumed completion.
@@ -220,6 +205,7 @@ impl<M: RingMemory> Ring<M> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use roxe_uapi::RING_HEADER_SIZE;
     use std::cell::{Cell, RefCell};
 
     /// A ring in a plain vector, with a kernel-side producer for tests.
@@ -416,30 +402,6 @@ pub(crate) mod tests {
             }
             assert_eq!(g.slot_offset(n), g.slot_offset(0));
         }
-    }
-
-    #[test]
-    fn ready_counts_filled_slots() {
-        assert_eq!(ready(0, 0, 8), Some(0)); // empty
-        assert_eq!(ready(5, 2, 8), Some(3));
-        assert_eq!(ready(8, 0, 8), Some(8)); // full
-    }
-
-    #[test]
-    fn ready_wraps_around_u32() {
-        assert_eq!(ready(2, u32::MAX - 1, 8), Some(4));
-        assert_eq!(ready(0, u32::MAX, 8), Some(1));
-        assert_eq!(ready(7, u32::MAX, 8), Some(8)); // full across the wrap
-        assert_eq!(ready(u32::MAX, u32::MAX, 8), Some(0));
-    }
-
-    #[test]
-    fn ready_rejects_impossible_producers() {
-        assert_eq!(ready(9, 0, 8), None); // more than the ring holds
-        assert_eq!(ready(8, u32::MAX, 8), None); // same, across the wrap
-        assert_eq!(ready(1, 2, 8), None); // producer behind the consumer
-        assert_eq!(ready(0x8000_0000, 0, 1 << 31), Some(1 << 31));
-        assert_eq!(ready(0x8000_0001, 0, 1 << 31), None);
     }
 
     #[test]

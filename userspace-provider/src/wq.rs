@@ -12,10 +12,13 @@
 //! kernel publishes, and refuses to write when the distance between the
 //! two is impossible.
 //!
+//! The index arithmetic is `roxe_proto::ring`, the kernel module's own.
+//!
 //! Nothing here touches memory. The mapping is reached through the
 //! [`WqMemory`] trait, which the `ffi` module implements for the real
 //! `mmap` and the tests implement with plain vectors.
 
+use roxe_proto::ring;
 use roxe_uapi::{RING_HEADER_SIZE, RingInfo};
 
 use crate::errno::Errno;
@@ -27,17 +30,17 @@ pub const SLOT_ALIGN: usize = 64;
 ///
 /// # Invariants
 ///
-/// - `num_slots` is a power of two (so at least 1 and at most 2^31).
 /// - `slot_size` is a non-zero multiple of [`SLOT_ALIGN`] and at least the
 ///   `header` size [`Geometry::new`] was given.
-/// - `RING_HEADER_SIZE + num_slots * slot_size <= len`, so every slot lies
-///   inside a mapping of `len` bytes, and so do both indices.
+/// - `ring.ring_size(RING_HEADER_SIZE, slot_size)` is at most `len`, so
+///   every slot lies inside a mapping of `len` bytes, and so do both
+///   indices.
 /// - `offset` is non-negative (it is an `off_t` for `mmap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     offset: i64,
     len: usize,
-    num_slots: u32,
+    ring: ring::Geometry,
     slot_size: usize,
 }
 
@@ -50,19 +53,15 @@ impl Geometry {
     /// mapping is too small for the ring header and every slot, or a number
     /// does not fit the types `mmap` takes.
     pub fn new(info: &RingInfo, header: usize) -> Result<Self, Errno> {
-        if !info.num_slots.is_power_of_two() {
-            return Err(Errno::EPROTO);
-        }
+        let ring = ring::Geometry::from_slots(info.num_slots).ok_or(Errno::EPROTO)?;
         let slot_size = usize::try_from(info.slot_size).map_err(|_| Errno::EPROTO)?;
         if slot_size == 0 || slot_size % SLOT_ALIGN != 0 || slot_size < header {
             return Err(Errno::EPROTO);
         }
         let offset = i64::try_from(info.mmap_offset).map_err(|_| Errno::EPROTO)?;
         let len = usize::try_from(info.mmap_size).map_err(|_| Errno::EPROTO)?;
-        let needed = usize::try_from(info.num_slots)
-            .ok()
-            .and_then(|n| n.checked_mul(slot_size))
-            .and_then(|slots| slots.checked_add(RING_HEADER_SIZE))
+        let needed = ring
+            .ring_size(RING_HEADER_SIZE, slot_size)
             .ok_or(Errno::EPROTO)?;
         if len < needed {
             return Err(Errno::EPROTO);
@@ -71,7 +70,7 @@ impl Geometry {
         Ok(Self {
             offset,
             len,
-            num_slots: info.num_slots,
+            ring,
             slot_size,
         })
     }
@@ -88,7 +87,12 @@ impl Geometry {
 
     /// The number of slots, a power of two.
     pub fn num_slots(&self) -> u32 {
-        self.num_slots
+        self.ring.num_slots()
+    }
+
+    /// The index arithmetic of the ring.
+    pub fn ring(&self) -> ring::Geometry {
+        self.ring
     }
 
     /// The size of one slot in bytes.
@@ -101,23 +105,11 @@ impl Geometry {
     ///
     /// For every `index`, `slot_offset(index) + slot_size() <= mmap_len()`.
     pub fn slot_offset(&self, index: u32) -> usize {
-        let slot = index & (self.num_slots - 1);
-        // CAST: `slot < num_slots`, whose product with `slot_size` was
-        // checked to fit `usize` in `new`.
-        RING_HEADER_SIZE + slot as usize * self.slot_size
+        // `new` checked that the ring's size for these numbers fits in
+        // `len`, so this cannot overflow.
+        self.ring
+            .slot_offset(RING_HEADER_SIZE, self.slot_size, index)
     }
-}
-
-/// How many slots are free, given both indices, or `None` if the consumer
-/// index is impossible.
-///
-/// `producer - consumer` (wrapping) is the number of slots the kernel has
-/// not consumed yet. Anything above `num_slots` cannot happen with a correct
-/// kernel; a consumer index ahead of the producer shows up the same way, as
-/// a huge wrapped distance.
-pub fn free(producer: u32, consumer: u32, num_slots: u32) -> Option<u32> {
-    let used = producer.wrapping_sub(consumer);
-    num_slots.checked_sub(used)
 }
 
 /// Access to the memory of one mapped work-queue ring.
@@ -190,9 +182,15 @@ impl<M: WqMemory> Producer<M> {
         &mut self,
         build: impl FnOnce(&mut [u8]) -> Result<usize, Errno>,
     ) -> Result<(), Errno> {
+        // The kernel has not consumed `producer - consumer` (wrapping) slots
+        // yet. More than the ring holds cannot happen with a correct kernel;
+        // a consumer index ahead of the producer shows up the same way, as a
+        // huge wrapped distance.
+        let ring = self.memory.geometry().ring();
         let consumer = self.memory.load_consumer();
-        let free =
-            free(self.producer, consumer, self.memory.geometry().num_slots()).ok_or(Errno::EIO)?;
+        let free = ring
+            .free(self.producer, consumer)
+            .map_err(|ring::Corrupt| Errno::EIO)?;
         if free == 0 {
             return Err(Errno::ENOMEM);
         }
@@ -391,28 +389,6 @@ pub(crate) mod tests {
             }
             assert_eq!(g.slot_offset(n), g.slot_offset(0));
         }
-    }
-
-    #[test]
-    fn free_counts_empty_slots() {
-        assert_eq!(free(0, 0, 8), Some(8)); // empty
-        assert_eq!(free(5, 2, 8), Some(5));
-        assert_eq!(free(8, 0, 8), Some(0)); // full
-    }
-
-    #[test]
-    fn free_wraps_around_u32() {
-        assert_eq!(free(2, u32::MAX - 1, 8), Some(4));
-        assert_eq!(free(7, u32::MAX, 8), Some(0)); // full across the wrap
-        assert_eq!(free(u32::MAX, u32::MAX, 8), Some(8));
-    }
-
-    #[test]
-    fn free_rejects_impossible_consumers() {
-        assert_eq!(free(9, 0, 8), None); // the kernel fell behind a full ring
-        assert_eq!(free(1, 2, 8), None); // consumer ahead of the producer
-        assert_eq!(free(0, u32::MAX - 7, 8), Some(0)); // full across the wrap
-        assert_eq!(free(0, u32::MAX - 8, 8), None);
     }
 
     #[test]

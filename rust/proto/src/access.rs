@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Memory access rights (`IB_ACCESS_*`), checked the way the IB
 //! specification requires.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! The AETH syndrome (IBTA vol 1, chapter 9): ACK with an end-to-end credit
 //! count, RNR NAK with a timer, or NAK with an error code.

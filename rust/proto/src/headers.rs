@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! The IB transport headers of a RoCEv2 packet (IBTA vol 1, chapter 9),
 //! and a parser for a whole UDP payload.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! The RoCEv2 invariant CRC (IBTA vol 1, Annex A17 for what RoCEv2 covers
 //! and masks, chapter 7 for the IB ICRC itself).

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! The IP and UDP headers around a RoCEv2 packet, and the GRH that a UD
 //! receive buffer gets in front of its payload.

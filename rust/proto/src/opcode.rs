@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! BTH opcodes (IBTA vol 1, chapter 9) for the RC, UC and UD
 //! transports, and what each one implies about the packet.

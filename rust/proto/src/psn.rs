@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Packet sequence numbers: 24-bit serial arithmetic (IBTA vol 1, chapter 9).
 //!

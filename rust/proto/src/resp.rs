@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Rules the responder applies to request packets before it touches
 //! memory: how much payload each packet of a message may carry, where the

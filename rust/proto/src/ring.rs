@@ -1,9 +1,13 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Index arithmetic for the rings shared with user space (see
 //! `Documentation/rings.md`). Indices are free-running `u32` counters; a
 //! ring of `num_slots` (a power of two) is empty when they are equal and
 //! full when they differ by `num_slots`.
+//!
+//! Both sides use this one definition: the kernel module compiles this file
+//! in, and the user-space provider (`userspace-provider/`) and the hostile
+//! test program (`tests/hostile/`) depend on this crate for it.
 
 /// The shape of a ring: its number of slots.
 ///
@@ -28,6 +32,16 @@ impl Geometry {
             return None;
         }
         // INVARIANT: a power of two, at least 1.
+        Some(Geometry { num_slots })
+    }
+
+    /// The ring the other side described as having `num_slots` slots, or
+    /// `None` if that is not a power of two.
+    pub fn from_slots(num_slots: u32) -> Option<Geometry> {
+        if !num_slots.is_power_of_two() {
+            return None;
+        }
+        // INVARIANT: a power of two, so at least 1.
         Some(Geometry { num_slots })
     }
 
@@ -57,15 +71,33 @@ impl Geometry {
         Ok(self.num_slots - self.used(producer, consumer)?)
     }
 
-    /// Bytes of a mapping holding `header` bytes and every slot of
-    /// `slot_size` bytes, rounded up to `page`, or `None` on overflow.
-    pub fn mapping_size(self, header: usize, slot_size: usize, page: usize) -> Option<usize> {
+    /// Bytes from the start of the ring to the end of its last slot:
+    /// `header` bytes and every slot of `slot_size` bytes, or `None` on
+    /// overflow. Every slot offset [`Geometry::slot_offset`] gives for the
+    /// same `header` and `slot_size` lies within that many bytes.
+    pub fn ring_size(self, header: usize, slot_size: usize) -> Option<usize> {
         let slots = usize::try_from(self.num_slots)
             .ok()?
             .checked_mul(slot_size)?;
-        let raw = slots.checked_add(header)?;
+        slots.checked_add(header)
+    }
+
+    /// Bytes of a mapping holding `header` bytes and every slot of
+    /// `slot_size` bytes, rounded up to `page`, or `None` on overflow.
+    pub fn mapping_size(self, header: usize, slot_size: usize, page: usize) -> Option<usize> {
+        let raw = self.ring_size(header, slot_size)?;
         let rounded = raw.checked_add(page - 1)? / page * page;
         Some(rounded)
+    }
+
+    /// Byte offset from the start of the ring of the slot that index
+    /// `index` names, after `header` bytes and slots of `slot_size` bytes.
+    ///
+    /// The slot ends within [`Geometry::ring_size`] bytes, so if that is
+    /// `Some` for the same `header` and `slot_size`, this cannot overflow.
+    pub fn slot_offset(self, header: usize, slot_size: usize, index: u32) -> usize {
+        // CAST: lossless, `usize` has at least 32 bits wherever roxe runs.
+        header + self.slot(index) as usize * slot_size
     }
 }
 
@@ -130,6 +162,65 @@ mod tests {
                 assert!(g.slot(i) < g.num_slots());
             }
         }
+    }
+
+    #[test]
+    fn described_slot_counts_must_be_powers_of_two() {
+        for n in [1u32, 2, 8, 1 << 20, 1 << 31] {
+            assert_eq!(Geometry::from_slots(n).map(Geometry::num_slots), Some(n));
+        }
+        for n in [0u32, 3, 6, 100, (1 << 31) + 1, u32::MAX] {
+            assert_eq!(Geometry::from_slots(n), None, "{n}");
+        }
+    }
+
+    #[test]
+    fn used_and_free_at_the_edges() {
+        let g = Geometry::from_slots(8).unwrap();
+        // Empty and full across the u32 wrap.
+        assert_eq!(g.used(u32::MAX, u32::MAX), Ok(0));
+        assert_eq!(g.used(7, u32::MAX), Ok(8));
+        assert_eq!(g.free(7, u32::MAX), Ok(0));
+        assert_eq!(g.used(0, u32::MAX - 7), Ok(8));
+        // One past full, across the wrap, and a consumer ahead by one.
+        assert_eq!(g.used(8, u32::MAX), Err(Corrupt));
+        assert_eq!(g.free(0, u32::MAX - 8), Err(Corrupt));
+        assert_eq!(g.free(1, 2), Err(Corrupt));
+        // The largest ring: half the index space.
+        let g = Geometry::from_slots(1 << 31).unwrap();
+        assert_eq!(g.used(0x8000_0000, 0), Ok(1 << 31));
+        assert_eq!(g.free(0x8000_0000, 0), Ok(0));
+        assert_eq!(g.used(0x8000_0001, 0), Err(Corrupt));
+    }
+
+    #[test]
+    fn slot_offsets_stay_inside_the_ring() {
+        for (n, header, size) in [
+            (1u32, 128usize, 64usize),
+            (2, 128, 128),
+            (8, 0, 576),
+            (1024, 128, 64),
+        ] {
+            let g = Geometry::from_slots(n).unwrap();
+            let len = g.ring_size(header, size).unwrap();
+            assert_eq!(len, header + n as usize * size);
+            for index in [0, 1, n - 1, n, n + 1, u32::MAX - 1, u32::MAX] {
+                let off = g.slot_offset(header, size, index);
+                assert!(off >= header, "n={n} index={index}");
+                assert!(off + size <= len, "n={n} index={index}");
+                assert_eq!((off - header) % size, 0);
+            }
+            assert_eq!(
+                g.slot_offset(header, size, n),
+                g.slot_offset(header, size, 0)
+            );
+            assert_eq!(g.slot_offset(header, size, n - 1), len - size);
+        }
+        // Sizes that do not fit `usize`.
+        let g = Geometry::from_slots(1 << 31).unwrap();
+        assert_eq!(g.ring_size(128, usize::MAX / 2), None);
+        assert_eq!(g.ring_size(usize::MAX, 0), Some(usize::MAX));
+        assert_eq!(g.ring_size(usize::MAX, 1), None);
     }
 
     #[test]

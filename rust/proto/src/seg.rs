@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
 //! Segmentation of a request message into packets: how many packets a
 //! message of a given length takes at a path MTU, and which opcode each
 //! packet carries.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! RoCEv2 UDP ports (IBTA vol 1, Annex A17).
 //!

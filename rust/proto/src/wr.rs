@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Work-request and work-completion codes, with the values of
 //! `enum ibv_wr_opcode`, `enum ibv_wc_opcode` and `enum ibv_wc_status`

@@ -257,6 +257,58 @@ pub struct RecvWqe {
     pub _reserved: u32,
 }
 
+// ---------------------------------------------------------------------------
+// Flag values carried in the rings. They are libibverbs' (`IBV_*`) values,
+// which user space writes and reads; the kernel module uses these same
+// definitions. The memory access rights (`IBV_ACCESS_*`, equal to the
+// kernel's `IB_ACCESS_*`) are in `roxe_proto::access`, with their checks.
+// ---------------------------------------------------------------------------
+
+/// `enum ibv_send_flags`: the `send_flags` of a [`SendWqe`]. The kernel's
+/// `enum ib_send_flags` has the same values, so the module uses these for
+/// kernel consumers' work requests too.
+pub mod send_flags {
+    /// `IBV_SEND_FENCE`: wait for earlier reads and atomics to complete.
+    pub const FENCE: u32 = 1 << 0;
+    /// `IBV_SEND_SIGNALED`: a successful completion makes a CQE.
+    pub const SIGNALED: u32 = 1 << 1;
+    /// `IBV_SEND_SOLICITED`: the last packet asks for a solicited event.
+    pub const SOLICITED: u32 = 1 << 2;
+    /// `IBV_SEND_INLINE`: the data follows the WQE in its slot.
+    pub const INLINE: u32 = 1 << 3;
+    /// `IBV_SEND_IP_CSUM`: checksum offload (not on roxe).
+    pub const IP_CSUM: u32 = 1 << 4;
+}
+
+/// `enum ibv_wc_flags`: the `wc_flags` of a [`Cqe`]. The kernel's
+/// `enum ib_wc_flags` differs from bit 2 on (`IB_WC_WITH_INVALIDATE` is
+/// 1 << 2 there), so the module translates [`wc_flags::WITH_INV`] for
+/// kernel consumers.
+pub mod wc_flags {
+    /// `IBV_WC_GRH`: the receive buffer starts with a 40-byte GRH.
+    pub const GRH: u32 = 1 << 0;
+    /// `IBV_WC_WITH_IMM`: `imm_data` holds immediate data.
+    pub const WITH_IMM: u32 = 1 << 1;
+    /// `IBV_WC_IP_CSUM_OK`: the IP checksum was checked (not on roxe).
+    pub const IP_CSUM_OK: u32 = 1 << 2;
+    /// `IBV_WC_WITH_INV`: `imm_data` holds the invalidated rkey.
+    pub const WITH_INV: u32 = 1 << 3;
+}
+
+/// A Flush's placement type and selectivity level, in the `swap` of its
+/// [`SendWqe`] (`enum ibv_placement_type`, `enum ibv_selectivity_level`;
+/// the kernel's `IB_FLUSH_*` have the same values).
+pub mod flush {
+    /// `IBV_FLUSH_GLOBAL`: make the data globally visible.
+    pub const GLOBAL: u8 = 1 << 0;
+    /// `IBV_FLUSH_PERSISTENT`: make the data persistent.
+    pub const PERSISTENT: u8 = 1 << 1;
+    /// `IBV_FLUSH_RANGE`: flush the range the WQE names.
+    pub const RANGE: u8 = 0;
+    /// `IBV_FLUSH_MR`: flush the whole MR.
+    pub const MR: u8 = 1;
+}
+
 /// Compile-time layout checks: the module and the provider are built by
 /// different compilers for different targets, so the layout is pinned here.
 const _: () = {

@@ -1,17 +1,20 @@
 //! The rings roxe shares with user space (`Documentation/rings.md`), seen
-//! from the user's side: a `RingHeader`, then `num_slots` slots.
+//! from the user's side: a `RingHeader`, then `num_slots` slots. Slots are
+//! found with the index arithmetic the kernel module uses
+//! (`roxe_proto::ring`).
 
 use crate::abi;
 use crate::errno::Errno;
 use crate::sys::{Mapping, Share};
 use crate::uverbs::Verbs;
+use roxe_proto::ring::Geometry;
 use roxe_uapi::{Cqe, RING_HEADER_SIZE};
 use std::time::{Duration, Instant};
 
 /// A mapped ring.
 pub struct Ring {
     map: Mapping,
-    num_slots: u32,
+    geometry: Geometry,
     slot_size: usize,
 }
 
@@ -28,17 +31,15 @@ impl Ring {
     ) -> Result<Ring, Errno> {
         let len = usize::try_from(len).map_err(|_| Errno(libc::EOVERFLOW))?;
         let slot_size = usize::try_from(slot_size).map_err(|_| Errno(libc::EOVERFLOW))?;
-        let need = usize::try_from(num_slots)
-            .ok()
-            .and_then(|n| n.checked_mul(slot_size))
-            .and_then(|s| s.checked_add(RING_HEADER_SIZE));
-        if !num_slots.is_power_of_two() || need.is_none_or(|n| n > len) {
+        let geometry = Geometry::from_slots(num_slots).ok_or(Errno(libc::ERANGE))?;
+        let need = geometry.ring_size(RING_HEADER_SIZE, slot_size);
+        if need.is_none_or(|n| n > len) {
             return Err(Errno(libc::ERANGE));
         }
         let map = v.mmap(offset, len, Share::Shared)?;
         Ok(Ring {
             map,
-            num_slots,
+            geometry,
             slot_size,
         })
     }
@@ -54,7 +55,7 @@ impl Ring {
     }
 
     pub fn num_slots(&self) -> u32 {
-        self.num_slots
+        self.geometry.num_slots()
     }
 
     pub fn slot_size(&self) -> usize {
@@ -78,8 +79,9 @@ impl Ring {
     }
 
     fn slot_offset(&self, index: u32) -> usize {
-        let slot = usize::try_from(index & (self.num_slots - 1)).expect("u32 fits usize");
-        RING_HEADER_SIZE + slot * self.slot_size
+        // `map` checked that the ring's size fits the mapping.
+        self.geometry
+            .slot_offset(RING_HEADER_SIZE, self.slot_size, index)
     }
 
     /// Writes `data` at the start of the slot that `index` names.

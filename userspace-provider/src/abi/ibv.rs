@@ -985,20 +985,16 @@ pub const WR_SEND_WITH_INV: u32 = 9;
 /// `IBV_WR_ATOMIC_WRITE`.
 pub const WR_ATOMIC_WRITE: u32 = 15;
 
-/// `enum ibv_send_flags`: `IBV_SEND_SIGNALED`.
-pub const SEND_SIGNALED: c_uint = 1 << 1;
-/// `IBV_SEND_INLINE`.
-pub const SEND_INLINE: c_uint = 1 << 3;
-
-/// `enum ibv_access_flags`: `IBV_ACCESS_LOCAL_WRITE`.
-pub const ACCESS_LOCAL_WRITE: c_uint = 1 << 0;
-/// `IBV_ACCESS_REMOTE_WRITE`.
-pub const ACCESS_REMOTE_WRITE: c_uint = 1 << 1;
-/// `IBV_ACCESS_REMOTE_READ`.
-pub const ACCESS_REMOTE_READ: c_uint = 1 << 2;
-/// `IBV_ACCESS_ZERO_BASED`: window addresses start at 0. Type 2 windows
-/// only.
-pub const ACCESS_ZERO_BASED: c_uint = 1 << 5;
+// `enum ibv_send_flags` and `enum ibv_access_flags` (`IBV_SEND_*`,
+// `IBV_ACCESS_*`) under the names of this file. The values are defined
+// once, in the crates the kernel module builds from as well. For memory
+// windows, `IBV_ACCESS_ZERO_BASED` means window addresses start at 0 (type
+// 2 windows only).
+pub use roxe_proto::access::{
+    LOCAL_WRITE as ACCESS_LOCAL_WRITE, REMOTE_READ as ACCESS_REMOTE_READ,
+    REMOTE_WRITE as ACCESS_REMOTE_WRITE, ZERO_BASED as ACCESS_ZERO_BASED,
+};
+pub use roxe_uapi::send_flags::{INLINE as SEND_INLINE, SIGNALED as SEND_SIGNALED};
 
 /// `struct ibv_qp`.
 #[repr(C)]

@@ -1261,3 +1261,40 @@ fn ibv_constants() {
     assert_eq!(ibv::QP_INIT_ATTR_SEND_OPS_FLAGS, 64);
     assert_eq!((verbs::QP_XRCD, verbs::QP_EX), (1, 2));
 }
+
+/// The flag values libroxe shares with the kernel module (`roxe_uapi`'s
+/// `send_flags` and `wc_flags`, `roxe_proto::access`), as
+/// `<infiniband/verbs.h>` (libibverbs-dev 44.0-2) defines them. A changed
+/// value in the shared crates would change the ABI under every provider.
+#[test]
+fn shared_flag_values_match_libibverbs() {
+    use roxe_proto::access;
+    use roxe_uapi::{send_flags, wc_flags};
+    let send = [
+        send_flags::FENCE,
+        send_flags::SIGNALED,
+        send_flags::SOLICITED,
+        send_flags::INLINE,
+        send_flags::IP_CSUM,
+    ];
+    assert_eq!(send, [1, 2, 4, 8, 16]);
+    let wc = [
+        wc_flags::GRH,
+        wc_flags::WITH_IMM,
+        wc_flags::IP_CSUM_OK,
+        wc_flags::WITH_INV,
+    ];
+    assert_eq!(wc, [1, 2, 4, 8]);
+    let rights = [
+        access::LOCAL_WRITE,
+        access::REMOTE_WRITE,
+        access::REMOTE_READ,
+        access::REMOTE_ATOMIC,
+        access::MW_BIND,
+        access::ZERO_BASED,
+        access::ON_DEMAND,
+        access::HUGETLB,
+        access::RELAXED_ORDERING,
+    ];
+    assert_eq!(rights, [1, 2, 4, 8, 16, 32, 64, 128, 1 << 20]);
+}

@@ -255,13 +255,14 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     }
     // A CQ has no PD; a parent domain given to it only carries allocators,
     // which roxe's kernel-allocated ring does not use. It must be one.
-    // SAFETY: `parent_domain` is NULL or a live PD of some provider, as
-    // libibverbs hands it on from the application.
-    if attr.comp_mask & ibv::CQ_INIT_ATTR_MASK_PD != 0
-        && !unsafe { super::pd::is_parent_domain(attr.parent_domain, context) }
-    {
-        set_errno(Errno::EINVAL);
-        return ptr::null_mut();
+    if attr.comp_mask & ibv::CQ_INIT_ATTR_MASK_PD != 0 {
+        // SAFETY: `parent_domain` is NULL or a live PD of some provider, as
+        // libibverbs hands it on from the application.
+        let is_pd = unsafe { super::pd::is_parent_domain(attr.parent_domain, context) };
+        if !is_pd {
+            set_errno(Errno::EINVAL);
+            return ptr::null_mut();
+        }
     }
     let Some(cq) = try_box(Cq::new()) else {
         set_errno(Errno::ENOMEM);

@@ -48,7 +48,7 @@ use crate::resp::RespState;
 use crate::sync::SpinLockBh;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use crate::tx::Path;
-use crate::uapi::{Cqe, CreateQpResp, RecvWqe, RingInfo, SendWqe, Sge};
+use crate::uapi::{send_flags, Cqe, CreateQpResp, RecvWqe, RingInfo, SendWqe, Sge};
 use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVVec};
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
 use kernel::prelude::*;
@@ -625,8 +625,7 @@ fn check_send_wqe(this: &RoxeQp, w: &SendWqe) -> core::result::Result<(), WcStat
     if !op.allowed_on(transport(this.qp_type)) {
         return Err(WcStatus::LocQpOpErr);
     }
-    // IBV_SEND_INLINE
-    if w.send_flags & 8 != 0 {
+    if w.send_flags & send_flags::INLINE != 0 {
         if w.inline_len > this.cap.max_inline_data {
             return Err(WcStatus::LocLenErr);
         }
@@ -732,9 +731,6 @@ pub(crate) fn run_kernel_posts(qp: &Qp<Roxe>, st: &mut QpState) {
     }
 }
 
-/// `IB_SEND_INLINE`: kernel consumers' inline data is sent from their SGEs.
-const SEND_INLINE: u32 = 8;
-
 /// A kernel consumer's send: written to the kernel SQ ring like a user
 /// WQE, then sent as the doorbell would. Consumers may post with
 /// interrupts off (the MAD layer does), where neither the QP's lock nor
@@ -774,7 +770,8 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
         let w = SendWqe {
             wr_id: wr.wr_id,
             opcode: wr.opcode,
-            send_flags: wr.send_flags & !SEND_INLINE,
+            // Kernel consumers' inline data is sent from their SGEs.
+            send_flags: wr.send_flags & !send_flags::INLINE,
             imm_data: wr.imm_data,
             // CAST: at most MAX_SGE.
             num_sge: sges.len() as u32,

@@ -21,8 +21,8 @@ use crate::proto::wr::{SendOp, WcStatus};
 use crate::qp::{QpState, RoxeQp};
 use crate::rdma::qp::Qp;
 use crate::tx::{wire, Path};
-use crate::uapi::{Cqe, SendWqe};
-use crate::wqe::{gather, msg_len, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED};
+use crate::uapi::{flush, send_flags, Cqe, SendWqe};
+use crate::wqe::{gather, msg_len};
 use kernel::alloc::KVVec;
 
 /// The requester's state: where it is in the send queue and the PSN
@@ -169,7 +169,7 @@ fn send_cqe(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp, status: WcStatus, byte_len: 
 }
 
 fn signaled(this: &RoxeQp, w: &SendWqe) -> bool {
-    this.sig_all || w.send_flags & SEND_SIGNALED != 0
+    this.sig_all || w.send_flags & send_flags::SIGNALED != 0
 }
 
 /// Completes send WQE `idx` (the oldest) and retires it.
@@ -273,7 +273,7 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
         }
         if t == Wire::Rc && in_flight != 0 && st.req.sq_pkt == 0 {
             // IBV_SEND_FENCE: wait for outstanding reads.
-            if st.req.reads_out != 0 && w.send_flags & 1 != 0 {
+            if st.req.reads_out != 0 && w.send_flags & send_flags::FENCE != 0 {
                 return;
             }
             // No more reads and atomics in flight than the responder takes.
@@ -391,7 +391,7 @@ fn send_ud(
         w.remote_qpn & headers::QPN_MASK,
         st.req.npsn,
     );
-    bth.se = w.send_flags & SEND_SOLICITED != 0;
+    bth.se = w.send_flags & send_flags::SOLICITED != 0;
     bth.pad = headers::pad_len(len as usize);
     st.req.npsn = st.req.npsn.next();
     let ext = Ext {
@@ -439,9 +439,7 @@ fn send_flush(
     let len = u32::try_from(w.compare_add).map_err(|_| WcStatus::LocLenErr)?;
     // CAST: the low two bytes, as the WQE format says.
     let (placement_type, selectivity) = ((w.swap & 0xff) as u8, ((w.swap >> 8) & 0xff) as u8);
-    if !matches!(placement_type, FLUSH_GLOBAL_TYPE | FLUSH_PERSISTENT_TYPE)
-        || selectivity > FLUSH_LEVEL_MR
-    {
+    if !matches!(placement_type, flush::GLOBAL | flush::PERSISTENT) || selectivity > flush::MR {
         return Err(WcStatus::LocQpOpErr);
     }
     if *budget == 0 || st.comp.una.distance(st.req.npsn) >= WINDOW {
@@ -525,13 +523,6 @@ impl ReqState {
     }
 }
 
-/// FETH placement types and selectivity levels (`IB_FLUSH_*`).
-pub(crate) const FLUSH_GLOBAL_TYPE: u8 = 1;
-
-pub(crate) const FLUSH_PERSISTENT_TYPE: u8 = 2;
-
-pub(crate) const FLUSH_LEVEL_MR: u8 = 1;
-
 /// Sends (more of) WQE `idx` on a connected QP, from packet `st.req.sq_pkt`
 /// on. Returns the message length once every packet is out, or `None`
 /// when the RC window or `budget` stopped it part-way.
@@ -554,7 +545,7 @@ fn send_connected(
     // Atomic Write's 8 bytes come from the message, or (with no SGE and no
     // inline data, as `ibv_wr_atomic_write` posts it) from `compare_add`.
     let value_in_wqe =
-        op == SendOp::AtomicWrite && w.num_sge == 0 && w.send_flags & SEND_INLINE == 0;
+        op == SendOp::AtomicWrite && w.num_sge == 0 && w.send_flags & send_flags::INLINE == 0;
     let len = if value_in_wqe {
         8
     } else {
@@ -767,7 +758,7 @@ fn data_packet(
     let mut bth = Bth::new(opcode, DEFAULT_PKEY, m.dqpn, req.npsn);
     bth.pad = headers::pad_len(plen as usize);
     if pos.ends_message() {
-        bth.se = w.send_flags & SEND_SOLICITED != 0;
+        bth.se = w.send_flags & send_flags::SOLICITED != 0;
     }
     // RC asks for an ACK at the end of each message and twice per window,
     // so the window keeps opening inside long messages.

@@ -26,11 +26,11 @@ use crate::proto::udp;
 use crate::proto::wr::{WcOp, WcStatus};
 use crate::qp::QpState;
 use crate::rdma::qp::{Qp, QpType};
-use crate::req::{FLUSH_GLOBAL_TYPE, FLUSH_LEVEL_MR, FLUSH_PERSISTENT_TYPE, WINDOW};
+use crate::req::WINDOW;
 use crate::rx::{Drop, Meta};
 use crate::tx::path_mtu;
-use crate::uapi::Cqe;
-use crate::wqe::{take_recv, RecvCopy, MAX_MSG, WC_GRH, WC_WITH_IMM, WC_WITH_INV};
+use crate::uapi::{flush as flush_wqe, wc_flags, Cqe};
+use crate::wqe::{take_recv, RecvCopy, MAX_MSG};
 use kernel::alloc::flags::GFP_KERNEL_ACCOUNT;
 use kernel::prelude::*;
 
@@ -221,7 +221,7 @@ pub(crate) fn recv_ud(
         byte_len,
     );
     cqe.src_qp = deth.src_qpn;
-    cqe.wc_flags = WC_GRH;
+    cqe.wc_flags = wc_flags::GRH;
     // `enum rdma_network_type`: kernel consumers parse the GRH by it.
     cqe.network_hdr_type = if meta.ip.first().map(|b| b >> 4) == Some(6) {
         3
@@ -229,7 +229,7 @@ pub(crate) fn recv_ud(
         2
     };
     if let Some(imm) = pkt.ext.immdt {
-        cqe.wc_flags |= WC_WITH_IMM;
+        cqe.wc_flags |= wc_flags::WITH_IMM;
         cqe.imm_data = imm.0.to_be();
     }
     push_recv(qp, cqe, pkt.bth.se);
@@ -544,14 +544,14 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
     );
     cqe.src_qp = st.attr.dest_qp_num;
     if let Some(imm) = pkt.ext.immdt {
-        cqe.wc_flags |= WC_WITH_IMM;
+        cqe.wc_flags |= wc_flags::WITH_IMM;
         cqe.imm_data = imm.0.to_be();
     }
     let mut status = WcStatus::Success;
     if let Some(ieth) = pkt.ext.ieth {
         // Send with Invalidate: the key goes once the data is in.
         if mr::invalidate(dev.data(), pd, Some(qp.qp_num()), ieth.rkey).is_ok() {
-            cqe.wc_flags |= WC_WITH_INV;
+            cqe.wc_flags |= wc_flags::WITH_INV;
             cqe.imm_data = ieth.rkey;
         } else {
             status = WcStatus::RemInvReqErr;
@@ -675,7 +675,7 @@ fn recv_write(
             w.len,
         );
         cqe.src_qp = st.attr.dest_qp_num;
-        cqe.wc_flags = WC_WITH_IMM;
+        cqe.wc_flags = wc_flags::WITH_IMM;
         cqe.imm_data = imm.0.to_be();
         push_recv(qp, cqe, pkt.bth.se);
     }
@@ -884,18 +884,18 @@ pub(crate) fn flush(
     let feth = pkt.ext.feth.ok_or(Nak::Invalid)?;
     let reth = pkt.ext.reth.ok_or(Nak::Invalid)?;
     let need = match feth.placement_type {
-        FLUSH_GLOBAL_TYPE => FLUSH_GLOBAL,
-        FLUSH_PERSISTENT_TYPE => FLUSH_PERSISTENT,
+        flush_wqe::GLOBAL => FLUSH_GLOBAL,
+        flush_wqe::PERSISTENT => FLUSH_PERSISTENT,
         _ => return Err(Nak::Invalid),
     };
     if qp_access & need == 0 {
         return Err(Nak::Invalid);
     }
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    if feth.selectivity > FLUSH_LEVEL_MR {
+    if feth.selectivity > flush_wqe::MR {
         return Err(Nak::Invalid);
     }
-    let checked = if feth.selectivity == FLUSH_LEVEL_MR {
+    let checked = if feth.selectivity == flush_wqe::MR {
         mr::check_whole(dev, reth.rkey, pd, need)
     } else {
         mr::with_rkey(

@@ -14,25 +14,7 @@ use crate::qp::RoxeQp;
 use crate::rdma::device::Device;
 use crate::rdma::qp::Qp;
 use crate::rdma::ring::Ring;
-use crate::uapi::{RecvWqe, SendWqe, Sge};
-
-/// `IBV_SEND_SIGNALED`.
-pub(crate) const SEND_SIGNALED: u32 = 2;
-
-/// `IBV_SEND_SOLICITED`.
-pub(crate) const SEND_SOLICITED: u32 = 4;
-
-/// `IBV_SEND_INLINE`.
-pub(crate) const SEND_INLINE: u32 = 8;
-
-/// `IBV_WC_GRH`.
-pub(crate) const WC_GRH: u32 = 1;
-
-/// `IBV_WC_WITH_IMM`.
-pub(crate) const WC_WITH_IMM: u32 = 2;
-
-/// `IBV_WC_WITH_INV`.
-pub(crate) const WC_WITH_INV: u32 = 8;
+use crate::uapi::{send_flags, RecvWqe, SendWqe, Sge};
 
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
 pub(crate) const MAX_MSG: u64 = 1 << 31;
@@ -166,7 +148,7 @@ pub(crate) fn send_sges<'a>(
 
 /// The length of a send WQE's message, checked.
 pub(crate) fn msg_len(this: &RoxeQp, idx: u32, w: &SendWqe) -> core::result::Result<u32, WcStatus> {
-    let total = if w.send_flags & SEND_INLINE != 0 {
+    let total = if w.send_flags & send_flags::INLINE != 0 {
         u64::from(w.inline_len)
     } else {
         let mut t = 0u64;
@@ -192,7 +174,7 @@ pub(crate) fn gather(
     dst: &mut [u8],
 ) -> core::result::Result<(), WcStatus> {
     let this = qp.data();
-    if w.send_flags & SEND_INLINE != 0 {
+    if w.send_flags & send_flags::INLINE != 0 {
         return this
             .sq
             .read_bytes(idx, SEND_WQE_HEADER as usize + off as usize, dst)

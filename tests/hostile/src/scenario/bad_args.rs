@@ -7,6 +7,7 @@ use super::*;
 use crate::errno::{EBUSY, EFAULT, EINVAL, ENOENT, EOPNOTSUPP};
 use crate::sys::{page_size, Hole, Mapping};
 use crate::uverbs::{mask, Modify, QpArgs};
+use roxe_proto::access;
 
 pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let fx = Fx::new(c.opts)?;
@@ -153,8 +154,7 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let buf = Mapping::anon(4 * page).step("an anonymous buffer")?;
     let hole = Hole::new().step("an unmapped hole")?;
     let (len4, addr) = ((4 * page) as u64, buf.addr());
-    // LOCAL_WRITE
-    let lw = 1;
+    let lw = access::LOCAL_WRITE;
     c.r.errno(
         "REG_MR length 0",
         v.reg_mr(fx.pd, addr, 0, addr, lw, &[]),
@@ -207,7 +207,7 @@ pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     // REMOTE_WRITE without LOCAL_WRITE is meaningless (IBTA o10-37).
     c.r.errno(
         "REG_MR with REMOTE_WRITE but not LOCAL_WRITE",
-        v.reg_mr(fx.pd, addr, len4, addr, 2, &[]),
+        v.reg_mr(fx.pd, addr, len4, addr, access::REMOTE_WRITE, &[]),
         EINVAL,
     );
     c.r.errno(

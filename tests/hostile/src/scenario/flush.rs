@@ -26,24 +26,10 @@ use crate::abi;
 use crate::errno::EOPNOTSUPP;
 use crate::sys::{page_size, Mapping};
 use crate::uverbs::Mr;
+use roxe_proto::access;
+use roxe_uapi::flush::{GLOBAL, MR as WHOLE_MR, PERSISTENT, RANGE};
 use roxe_uapi::Sge;
 use std::time::Duration;
-
-/// `enum ibv_access_flags`.
-pub(super) mod access {
-    pub const LOCAL_WRITE: u32 = 1 << 0;
-    pub const REMOTE_WRITE: u32 = 1 << 1;
-    pub const REMOTE_READ: u32 = 1 << 2;
-    pub const FLUSH_GLOBAL: u32 = 1 << 8;
-    pub const FLUSH_PERSISTENT: u32 = 1 << 9;
-}
-
-/// Placement types (`IBV_FLUSH_GLOBAL`, `IBV_FLUSH_PERSISTENT`).
-pub(super) const GLOBAL: u8 = 1;
-pub(super) const PERSISTENT: u8 = 2;
-/// Selectivity levels (`IBV_FLUSH_RANGE`, `IBV_FLUSH_MR`).
-pub(super) const RANGE: u8 = 0;
-pub(super) const WHOLE_MR: u8 = 1;
 
 /// The bytes each RDMA WRITE carries. A write to offset `o` of the first
 /// page takes its bytes from offset `o` of the second.

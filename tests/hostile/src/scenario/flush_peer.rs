@@ -24,10 +24,12 @@
 //! a placement type the QP does not allow is an invalid request (checked
 //! before the key), and so is a length above 2^31 at rxe.
 
-use super::flush::{access, empty_write, flush, GLOBAL, PERSISTENT, RANGE, WHOLE_MR};
+use super::flush::{empty_write, flush};
 use super::*;
 use crate::abi;
 use crate::sys::{page_size, Mapping};
+use roxe_proto::access;
+use roxe_uapi::flush::{GLOBAL, MR as WHOLE_MR, PERSISTENT, RANGE};
 use roxe_uapi::Sge;
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -52,6 +52,8 @@ pub mod wc {
 
 /// `enum ibv_wr_opcode` values and `IBV_SEND_*` flags.
 pub mod wr {
+    pub use roxe_uapi::send_flags::{INLINE, SIGNALED};
+
     pub const RDMA_WRITE: u32 = 0;
     pub const SEND: u32 = 2;
     pub const RDMA_READ: u32 = 4;
@@ -59,8 +61,6 @@ pub mod wr {
     pub const TSO: u32 = 10;
     /// `IBV_WR_FLUSH` (libibverbs 44 has no `ibv_wr_flush` to post it).
     pub const FLUSH: u32 = 14;
-    pub const SIGNALED: u32 = 2;
-    pub const INLINE: u32 = 8;
 }
 
 /// How long to wait for completions and events that should come.

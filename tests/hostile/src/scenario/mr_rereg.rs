@@ -21,17 +21,10 @@ use crate::abi;
 use crate::errno::EACCES;
 use crate::sys::{page_size, Mapping};
 use crate::uverbs::{rereg, Mr};
+use roxe_proto::access;
 use roxe_uapi::{Sge, BIND_TYPE1};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-
-/// `enum ibv_access_flags`.
-mod access {
-    pub const LOCAL_WRITE: u32 = 1 << 0;
-    pub const REMOTE_WRITE: u32 = 1 << 1;
-    pub const REMOTE_READ: u32 = 1 << 2;
-    pub const MW_BIND: u32 = 1 << 4;
-}
 
 /// `IBV_WR_BIND_MW`.
 const BIND_MW: u32 = 8;

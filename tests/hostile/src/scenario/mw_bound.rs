@@ -12,12 +12,7 @@ use super::*;
 use crate::errno::EINVAL;
 use crate::sys::{page_size, Mapping};
 use crate::uverbs::rereg;
-
-/// `enum ibv_access_flags`.
-const LOCAL_WRITE: u32 = 1 << 0;
-const REMOTE_WRITE: u32 = 1 << 1;
-const REMOTE_READ: u32 = 1 << 2;
-const MW_BIND: u32 = 1 << 4;
+use roxe_proto::access::{LOCAL_WRITE, MW_BIND, REMOTE_READ, REMOTE_WRITE};
 
 pub fn run(c: &mut Ctx<'_>) -> Result<(), Fail> {
     let fx = Fx::new(c.opts)?;

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::sys::{page_size, Mapping};
+use roxe_proto::access;
 
 /// Builds a messy ucontext and returns its mapped rings.
 fn mess(c: &mut Ctx<'_>, fx: &Fx, buf: &Mapping) -> Result<Vec<Ring>, Fail> {
@@ -13,7 +14,8 @@ fn mess(c: &mut Ctx<'_>, fx: &Fx, buf: &Mapping) -> Result<Vec<Ring>, Fail> {
     let (b, b_ring) = fx.cq(16)?;
     a_ring.0.overwrite(&c.rng.bytes(a_ring.0.mapping().len()));
     a_ring.0.set_consumer(0x8000_0000);
-    fx.v.reg_mr(fx.pd, buf.addr(), buf.len() as u64, buf.addr(), 1, &[])
+    let lw = access::LOCAL_WRITE;
+    fx.v.reg_mr(fx.pd, buf.addr(), buf.len() as u64, buf.addr(), lw, &[])
         .step("REG_MR")?;
     // Work waiting in an SQ, garbage in its RQ.
     let q1 = fx.qp_in(QpSpec::new(QpType::Rc, &b, &b), state::RTS)?;

@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Queue pairs: creation with mapped send and receive rings, modify, query
+//! and destroy through the kernel, and posting work requests into the
+//! rings.
+//!
+//! This file holds the QP object and its life cycle. Receives never enter
+//! the kernel: `post_recv` writes the WQEs and publishes them with the
+//! producer index. Sends do the same, then ring the doorbell: an empty
+//! `ibv_cmd_post_send` (no work requests), which makes the kernel look at
+//! the send ring ([`post`]). QPs created with
+//! `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` also offer the `ibv_wr_*` interface
+//! (`wr_start`, the builders and setters, `wr_complete`), which fills the
+//! same ring ([`ex`]). The checks and the WQE layout are in the safe
+//! modules `qp` and `wq`.
+
+mod ex;
+mod post;
+#[cfg(test)]
+mod tests;
+
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+use core::mem::{offset_of, size_of_val};
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use super::lock::SpinLock;
+use super::mapping::WqMapping;
+use super::{
+    cmd_result, drop_box, errno_ret, ibv_cmd_create_qp_ex, ibv_cmd_destroy_qp, ibv_cmd_modify_qp,
+    ibv_cmd_query_qp, set_errno, try_box,
+};
+use crate::abi::{driver, ibv, verbs};
+use crate::errno::Errno;
+use crate::qp::{
+    RECV_WQE_HEADER, RecvQueue, SEND_WQE_HEADER, SendQueue, check_init_attr, check_rq_presence,
+};
+use crate::wq::{self, Producer};
+use ex::install_wr_ops;
+pub(super) use post::{post_recv, post_recv_list, post_send, post_single};
+
+/// A roxe QP: libibverbs' `verbs_qp`, then the rings and their state.
+///
+/// [`create_qp`] and [`create_qp_ex`] allocate it with `try_box`,
+/// [`destroy_qp`] frees it.
+///
+/// The send and the receive queue have a lock each, so that one thread can
+/// post sends while another posts receives, as the verbs allow; nothing
+/// ever holds both. A batch of the `ibv_wr_*` interface holds the send
+/// lock from `wr_start` to `wr_complete` or `wr_abort` (parked in between,
+/// see [`SpinLock`]), as `post_send` holds it for one call.
+#[repr(C)]
+pub(super) struct Qp {
+    /// libibverbs' part. libibverbs writes `state` and `events_completed`
+    /// from any thread (under `qp->mutex`), so it is an `UnsafeCell`, and
+    /// roxe touches it only through raw pointers.
+    vqp: UnsafeCell<verbs::Qp>,
+    /// `enum ibv_qp_state` as of the last successful `modify_qp` or
+    /// `query_qp` that named it; the posting ops check it. The kernel may
+    /// since have moved the QP to ERR, where posting is allowed anyway.
+    state: AtomicU32,
+    /// `enum ibv_qp_type`, fixed at creation.
+    qp_type: u32,
+    /// The send queue; `None` until creation has mapped it.
+    sq: SpinLock<Option<SendQueue<WqMapping>>>,
+    /// The receive queue; `None` until creation has mapped it, and for
+    /// ever on a QP with an SRQ.
+    rq: SpinLock<Option<RecvQueue<WqMapping>>>,
+}
+
+impl Qp {
+    /// A QP before the kernel knows it: zeroed `verbs_qp` (what libibverbs
+    /// expects from `calloc`), no rings.
+    fn new(qp_type: u32) -> Self {
+        Self {
+            vqp: UnsafeCell::new(verbs::Qp::ZERO),
+            state: AtomicU32::new(ibv::QPS_RESET),
+            qp_type,
+            sq: SpinLock::new(None),
+            rq: SpinLock::new(None),
+        }
+    }
+
+    /// The `Qp` around an `ibv_qp`.
+    ///
+    /// # Safety
+    ///
+    /// `ibqp` is the `ibv_qp` of a live `Qp` that stays live for `'a`.
+    unsafe fn from_ibv<'a>(ibqp: *mut ibv::Qp) -> &'a Self {
+        // SAFETY: `ibv_qp` is at offset 0 of the union at offset 0 of
+        // `verbs_qp`, which is the `vqp` field of a live `Qp`.
+        unsafe { &*ibqp.byte_sub(offset_of!(Qp, vqp)).cast::<Self>() }
+    }
+
+    /// The `Qp` around an `ibv_qp_ex`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Qp::from_ibv`].
+    unsafe fn from_ex<'a>(qpx: *mut ibv::QpEx) -> &'a Self {
+        // SAFETY: `ibv_qp_ex` starts with its `ibv_qp`, at offset 0 of the
+        // same union.
+        unsafe { Self::from_ibv(qpx.cast()) }
+    }
+
+    /// This QP as libibverbs' `ibv_qp`.
+    fn ibv(&self) -> *mut ibv::Qp {
+        self.vqp.get().cast()
+    }
+}
+
+/// Checks the kernel's description of the rings and maps them: the send
+/// ring, and the receive ring unless the QP has an SRQ. `cap` holds the
+/// limits the kernel granted.
+fn map_queues(
+    fd: c_int,
+    resp: &roxe_uapi::CreateQpResp,
+    cap: &ibv::QpCap,
+    has_srq: bool,
+) -> Result<(SendQueue<WqMapping>, Option<RecvQueue<WqMapping>>), Errno> {
+    // Both descriptions are checked before anything is mapped.
+    let sq = wq::Geometry::new(&resp.sq, SEND_WQE_HEADER)?;
+    let rq = match check_rq_presence(&resp.rq, has_srq)? {
+        true => Some(wq::Geometry::new(&resp.rq, RECV_WQE_HEADER)?),
+        false => None,
+    };
+    let sq = SendQueue::new(
+        Producer::new(WqMapping::new(fd, sq)?)?,
+        cap.max_send_sge,
+        cap.max_inline_data,
+    )?;
+    let rq = match rq {
+        Some(g) => Some(RecvQueue::new(
+            Producer::new(WqMapping::new(fd, g)?)?,
+            cap.max_recv_sge,
+        )?),
+        None => None,
+    };
+    Ok((sq, rq))
+}
+
+/// Creates a QP for both create ops.
+///
+/// On success `attr.cap` holds what the kernel granted.
+///
+/// # Safety
+///
+/// `context` is an open roxe context; the pointers in `attr` are NULL or
+/// objects of that context (`ibv_cmd_create_qp_ex` reads them), and its PD
+/// is a live roxe PD.
+unsafe fn create(
+    context: *mut ibv::Context,
+    attr: &mut ibv::QpInitAttrEx,
+) -> Result<*mut ibv::Qp, Errno> {
+    check_init_attr(
+        attr.qp_type,
+        attr.comp_mask,
+        attr.create_flags,
+        attr.send_ops_flags,
+    )?;
+    let wr_api = attr.comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    let qp = try_box(Qp::new(attr.qp_type)).ok_or(Errno::ENOMEM)?;
+    // SAFETY: `qp` is live and only this thread knows it.
+    let qp_ref = unsafe { qp.as_ref() };
+    // `ibv_cmd_create_qp_ex` refuses the creation-flags bit; the flags are
+    // all zero here (checked above), so the bit means nothing. The send
+    // ops are the provider's business alone.
+    let mut kattr = ibv::QpInitAttrEx {
+        comp_mask: attr.comp_mask & ibv::QP_INIT_ATTR_PD,
+        ..*attr
+    };
+    let mut cmd = ibv::CreateQp::default();
+    let mut resp = driver::CreateQpResp::default();
+    // SAFETY: `context` and the objects `kattr` names are valid per the
+    // contract; `vqp` is a zeroed `verbs_qp` at its final address (its
+    // address is the QP's user handle in the kernel); `cmd` is writable for
+    // its core size (no driver input); `resp` is writable for its full
+    // size, and the driver part follows `ibv_resp` directly.
+    let ret = unsafe {
+        ibv_cmd_create_qp_ex(
+            context,
+            qp_ref.vqp.get(),
+            &raw mut kattr,
+            &raw mut cmd,
+            size_of_val(&cmd),
+            &raw mut resp.ibv_resp,
+            size_of_val(&resp),
+        )
+    };
+    if let Err(err) = cmd_result(ret) {
+        // SAFETY: `qp` came from `try_box` and was never published.
+        unsafe { drop_box(qp) };
+        return Err(err);
+    }
+    attr.cap = kattr.cap;
+    // SAFETY: `context` is open per the contract.
+    let fd = unsafe { (*context).cmd_fd };
+    let queues =
+        map_queues(fd, &resp.drv, &kattr.cap, !attr.srq.is_null()).and_then(|(mut sq, rq)| {
+            if wr_api {
+                sq.enable_wr(attr.qp_type == ibv::QPT_UD)?;
+            }
+            Ok((sq, rq))
+        });
+    match queues {
+        Ok((sq, rq)) => {
+            *qp_ref.sq.lock() = Some(sq);
+            *qp_ref.rq.lock() = rq;
+            if wr_api {
+                // SAFETY: the QP is live and still unpublished; the command
+                // has set `comp_mask`, which must now gain `VERBS_QP_EX`.
+                unsafe { install_wr_ops(qp_ref.vqp.get(), attr.send_ops_flags) };
+            }
+            Ok(qp_ref.ibv())
+        }
+        Err(err) => {
+            // SAFETY: the kernel QP exists and nothing else knows it. If
+            // this fails too, the mapping error is still the one to
+            // report; the kernel frees the QP with the context at the
+            // latest.
+            unsafe { ibv_cmd_destroy_qp(qp_ref.ibv()) };
+            // SAFETY: `qp` is unpublished, and the kernel QP is gone.
+            unsafe { drop_box(qp) };
+            Err(err)
+        }
+    }
+}
+
+/// `verbs_context_ops.create_qp`.
+///
+/// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for QP types
+/// other than RC, UC and UD, `EPROTO` if the kernel's ring description is
+/// invalid, or the kernel's or `mmap`'s errno. On success `attr->cap` holds
+/// what the kernel granted.
+///
+/// # Safety
+///
+/// `pd` is a live roxe PD; `attr` points to a readable and writable
+/// `ibv_qp_init_attr` whose CQs and SRQ are NULL or objects of the PD's
+/// context.
+pub(super) unsafe extern "C" fn create_qp(
+    pd: *mut ibv::Pd,
+    attr: *mut ibv::QpInitAttr,
+) -> *mut ibv::Qp {
+    // SAFETY: NULL or valid per the contract.
+    let (Some(pd_ref), Some(a)) = (unsafe { pd.as_ref() }, unsafe { attr.as_mut() }) else {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    };
+    let mut ex = ibv::QpInitAttrEx {
+        qp_context: a.qp_context,
+        send_cq: a.send_cq,
+        recv_cq: a.recv_cq,
+        srq: a.srq,
+        cap: a.cap,
+        qp_type: a.qp_type,
+        sq_sig_all: a.sq_sig_all,
+        comp_mask: ibv::QP_INIT_ATTR_PD,
+        pd,
+        xrcd: ptr::null_mut(),
+        create_flags: 0,
+        max_tso_header: 0,
+        rwq_ind_tbl: ptr::null_mut(),
+        rx_hash_conf: ibv::RxHashConf {
+            rx_hash_function: 0,
+            rx_hash_key_len: 0,
+            rx_hash_key: ptr::null_mut(),
+            rx_hash_fields_mask: 0,
+        },
+        source_qpn: 0,
+        send_ops_flags: 0,
+    };
+    // SAFETY: the PD's context is open; the objects are as the contract
+    // says.
+    match unsafe { create(pd_ref.context, &mut ex) } {
+        Ok(qp) => {
+            a.cap = ex.cap;
+            qp
+        }
+        Err(err) => {
+            set_errno(err);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `verbs_context_ops.create_qp_ex`. libibverbs' `ibv_create_qp_ex` calls
+/// it only when `comp_mask` is more than `IBV_QP_INIT_ATTR_PD`.
+///
+/// With `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` the QP offers the `ibv_wr_*`
+/// interface (`ibv_qp_to_qp_ex` returns it), with a builder for each
+/// operation `send_ops_flags` names (see [`install_wr_ops`]).
+///
+/// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for XRC, TSO,
+/// RSS, any creation flag and send ops the QP type does not offer
+/// ([`check_init_attr`]), `EINVAL` without a PD, and otherwise as
+/// [`create_qp`].
+///
+/// # Safety
+///
+/// `context` is an open roxe context; `attr` is NULL or points to a
+/// readable and writable `ibv_qp_init_attr_ex` whose objects belong to
+/// `context`.
+pub(super) unsafe extern "C" fn create_qp_ex(
+    context: *mut ibv::Context,
+    attr: *mut ibv::QpInitAttrEx,
+) -> *mut ibv::Qp {
+    // SAFETY: NULL or valid per the contract.
+    let Some(a) = (unsafe { attr.as_mut() }) else {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    };
+    // SAFETY: per the contract.
+    match unsafe { create(context, a) } {
+        Ok(qp) => qp,
+        Err(err) => {
+            set_errno(err);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `verbs_context_ops.modify_qp`: returns 0 or a positive errno, which
+/// `ibv_modify_qp` returns unchanged.
+///
+/// # Safety
+///
+/// `ibqp` is a live roxe QP and `attr` a readable `ibv_qp_attr`.
+pub(super) unsafe extern "C" fn modify_qp(
+    ibqp: *mut ibv::Qp,
+    attr: *mut ibv::QpAttr,
+    attr_mask: c_int,
+) -> c_int {
+    let mut cmd = ibv::ModifyQp::default();
+    // SAFETY: `ibqp` is a live QP of an open context and `attr` readable
+    // per the contract; `cmd` is writable for its core size (no driver
+    // input).
+    let ret = unsafe { ibv_cmd_modify_qp(ibqp, attr, attr_mask, &raw mut cmd, size_of_val(&cmd)) };
+    if ret == 0 && attr_mask & ibv::QP_STATE != 0 {
+        // SAFETY: as above.
+        let (qp, state) = unsafe { (Qp::from_ibv(ibqp), (*attr).qp_state) };
+        qp.state.store(state, Ordering::Release);
+        if state == ibv::QPS_RESET {
+            // SAFETY: `ibqp` is live, and its CQs are NULL or live roxe CQs
+            // that outlive it.
+            unsafe {
+                let (scq, rcq, qpn) = ((*ibqp).send_cq, (*ibqp).recv_cq, (*ibqp).qp_num);
+                super::cq::discard_qp(scq, qpn);
+                if rcq != scq {
+                    super::cq::discard_qp(rcq, qpn);
+                }
+            }
+        }
+    }
+    errno_ret(cmd_result(ret))
+}
+
+/// `verbs_context_ops.query_qp`: returns 0 or a positive errno, which
+/// `ibv_query_qp` returns unchanged.
+///
+/// # Safety
+///
+/// `ibqp` is a live roxe QP; `attr` and `init_attr` are writable.
+pub(super) unsafe extern "C" fn query_qp(
+    ibqp: *mut ibv::Qp,
+    attr: *mut ibv::QpAttr,
+    attr_mask: c_int,
+    init_attr: *mut ibv::QpInitAttr,
+) -> c_int {
+    let mut cmd = ibv::QueryQp::default();
+    // SAFETY: per the contract; `cmd` is writable for its core size.
+    let ret = unsafe {
+        ibv_cmd_query_qp(
+            ibqp,
+            attr,
+            attr_mask,
+            init_attr,
+            &raw mut cmd,
+            size_of_val(&cmd),
+        )
+    };
+    if ret == 0 && attr_mask & ibv::QP_STATE != 0 {
+        // SAFETY: the command filled in `attr`; `ibqp` is live.
+        let (qp, state) = unsafe { (Qp::from_ibv(ibqp), (*attr).qp_state) };
+        qp.state.store(state, Ordering::Release);
+    }
+    errno_ret(cmd_result(ret))
+}
+
+/// `verbs_context_ops.destroy_qp`: destroys the kernel QP, then unmaps the
+/// rings and frees the QP. Returns 0 or a positive errno, which
+/// `ibv_destroy_qp` returns unchanged; on failure the QP stays valid.
+///
+/// # Safety
+///
+/// `ibqp` is a live roxe QP that no other thread uses; the caller does not
+/// use it after a successful call.
+pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut ibv::Qp) -> c_int {
+    // SAFETY: `ibqp` is a live QP of an open context per the contract.
+    let ret = unsafe { ibv_cmd_destroy_qp(ibqp) };
+    if let Err(err) = cmd_result(ret) {
+        return err.get();
+    }
+    // SAFETY: as in `Qp::from_ibv`.
+    let qp = unsafe { ibqp.byte_sub(offset_of!(Qp, vqp)) }.cast::<Qp>();
+    if let Some(qp) = NonNull::new(qp) {
+        // SAFETY: every roxe QP comes from `try_box` in `create`; the
+        // kernel QP is gone and nothing uses it.
+        unsafe { drop_box(qp) };
+    }
+    0
+}
+
+/// `verbs_context_ops.attach_mcast`: attaches a UD QP to a multicast group
+/// through the kernel. Returns 0 or a positive errno, which
+/// `ibv_attach_mcast` returns unchanged.
+///
+/// # Safety
+///
+/// `qp` is a live roxe QP and `gid` a readable `ibv_gid`.
+pub(super) unsafe extern "C" fn attach_mcast(
+    qp: *mut ibv::Qp,
+    gid: *const ibv::Gid,
+    lid: u16,
+) -> c_int {
+    // SAFETY: per the contract.
+    errno_ret(cmd_result(unsafe {
+        super::ibv_cmd_attach_mcast(qp, gid, lid)
+    }))
+}
+
+/// `verbs_context_ops.detach_mcast`: the reverse of [`attach_mcast`].
+///
+/// # Safety
+///
+/// As for [`attach_mcast`].
+pub(super) unsafe extern "C" fn detach_mcast(
+    qp: *mut ibv::Qp,
+    gid: *const ibv::Gid,
+    lid: u16,
+) -> c_int {
+    // SAFETY: per the contract.
+    errno_ret(cmd_result(unsafe {
+        super::ibv_cmd_detach_mcast(qp, gid, lid)
+    }))
+}

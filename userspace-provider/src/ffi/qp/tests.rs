@@ -1,0 +1,811 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Tests of the QP ops over file-backed rings, without a kernel.
+
+use super::ex::install_wr_ops;
+use super::post::post_one_send;
+use super::*;
+use crate::ffi::mapping::tests::Backing;
+use crate::qp::BindVia;
+use roxe_uapi::{RING_HEADER_SIZE, RingInfo};
+
+/// A QP over file-backed rings, as `create` leaves it, without a
+/// kernel. The send ring has 4 slots of 128 bytes (1 SGE, 56 inline
+/// bytes), the receive ring 4 slots of 64 bytes (3 SGEs).
+struct TestQp {
+    qp: NonNull<Qp>,
+    sq: Backing,
+    rq: Backing,
+}
+
+fn ring(num_slots: u32, slot_size: u32) -> RingInfo {
+    RingInfo {
+        mmap_offset: 0,
+        mmap_size: 4096,
+        num_slots,
+        slot_size,
+    }
+}
+
+impl TestQp {
+    fn new(qp_type: u32, state: u32) -> Self {
+        let (sq, rq) = (Backing::new(4096), Backing::new(4096));
+        let qp = try_box(Qp::new(qp_type)).expect("allocate a QP");
+        let cap = ibv::QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 3,
+            max_inline_data: 56,
+        };
+        let sq_geo = wq::Geometry::new(&ring(4, 128), SEND_WQE_HEADER).expect("valid");
+        let rq_geo = wq::Geometry::new(&ring(4, 64), RECV_WQE_HEADER).expect("valid");
+        let send = SendQueue::new(
+            Producer::new(WqMapping::new(sq.fd(), sq_geo).expect("mmap")).expect("producer"),
+            cap.max_send_sge,
+            cap.max_inline_data,
+        )
+        .expect("limits fit");
+        let recv = RecvQueue::new(
+            Producer::new(WqMapping::new(rq.fd(), rq_geo).expect("mmap")).expect("producer"),
+            cap.max_recv_sge,
+        )
+        .expect("limits fit");
+        // SAFETY: `qp` is live and only this test uses it.
+        let q = unsafe { qp.as_ref() };
+        *q.sq.lock() = Some(send);
+        *q.rq.lock() = Some(recv);
+        q.state.store(state, Ordering::Relaxed);
+        Self { qp, sq, rq }
+    }
+
+    fn ibv(&self) -> *mut ibv::Qp {
+        // SAFETY: `qp` is live until `drop`.
+        unsafe { self.qp.as_ref() }.ibv()
+    }
+
+    /// A QP as `create_qp_ex` makes it with `send_ops_flags` `ops`.
+    fn with_wr(qp_type: u32, state: u32, ops: u64) -> Self {
+        let qp = Self::new(qp_type, state);
+        // SAFETY: `qp` is live and only this test uses it.
+        let q = unsafe { qp.qp.as_ref() };
+        q.sq.lock()
+            .as_mut()
+            .expect("mapped")
+            .enable_wr(qp_type == ibv::QPT_UD)
+            .expect("room");
+        // SAFETY: the QP is live, unused elsewhere, and offers the
+        // interface.
+        unsafe { install_wr_ops(q.vqp.get(), ops) };
+        qp
+    }
+
+    /// The `ibv_qp_ex`, as `ibv_qp_to_qp_ex` would return it.
+    fn ex(&self) -> *mut ibv::QpEx {
+        self.ibv().cast()
+    }
+
+    /// The installed `ibv_qp_ex` ops, as libibverbs' inline
+    /// `ibv_wr_*` calls read them.
+    fn ops(&self) -> &ibv::QpEx {
+        // SAFETY: the QP is live; only the test thread touches it.
+        unsafe { &*self.ex() }
+    }
+
+    /// Sets `wr_id` and `wr_flags` as the application does.
+    fn set_wr(&self, wr_id: u64, wr_flags: u32) {
+        // SAFETY: as in `ops`.
+        unsafe {
+            (*self.ex()).wr_id = wr_id;
+            (*self.ex()).wr_flags = wr_flags;
+        }
+    }
+
+    /// Whether the send lock is free (no batch is open). Leaves the
+    /// lock as it was.
+    fn sq_unlocked(&self) -> bool {
+        // SAFETY: `qp` is live; only the test thread uses it, so if the
+        // lock is held, it is by the batch this thread opened.
+        match unsafe { self.qp.as_ref().sq.resume() } {
+            Some(batch) => {
+                batch.park();
+                false
+            }
+            None => true,
+        }
+    }
+
+    fn recv(&self, wrs: &mut [ibv::RecvWr]) -> (c_int, *mut ibv::RecvWr) {
+        link_recv(wrs);
+        let mut bad = ptr::dangling_mut();
+        // SAFETY: the QP is live; the list is valid.
+        let ret = unsafe { post_recv(self.ibv(), wrs.as_mut_ptr(), &raw mut bad) };
+        (ret, bad)
+    }
+}
+
+impl Drop for TestQp {
+    fn drop(&mut self) {
+        // SAFETY: `qp` came from `try_box` and is no longer used.
+        unsafe { drop_box(self.qp) };
+    }
+}
+
+fn link_recv(wrs: &mut [ibv::RecvWr]) {
+    let n = wrs.len();
+    let base = wrs.as_mut_ptr();
+    for (i, w) in wrs.iter_mut().enumerate() {
+        w.next = if i + 1 < n {
+            base.wrapping_add(i + 1)
+        } else {
+            ptr::null_mut()
+        };
+    }
+}
+
+fn recv_wr(wr_id: u64, sges: &mut [ibv::Sge]) -> ibv::RecvWr {
+    ibv::RecvWr {
+        wr_id,
+        next: ptr::null_mut(),
+        sg_list: sges.as_mut_ptr(),
+        // CAST: a handful of SGEs.
+        num_sge: sges.len() as c_int,
+    }
+}
+
+fn slot_bytes(b: &Backing, slot: u64, slot_size: u64, len: usize) -> Vec<u8> {
+    b.read_at(RING_HEADER_SIZE as u64 + slot * slot_size, len)
+}
+
+#[test]
+fn post_recv_fills_the_ring_and_publishes_once() {
+    let qp = TestQp::new(ibv::QPT_RC, ibv::QPS_INIT);
+    let mut s = [ibv::Sge {
+        addr: 0x1000,
+        length: 64,
+        lkey: 5,
+    }];
+    let mut wrs = [recv_wr(11, &mut s), recv_wr(12, &mut [])];
+    let (ret, bad) = qp.recv(&mut wrs);
+    assert_eq!((ret, bad), (0, ptr::null_mut()));
+    assert_eq!(qp.rq.producer(), 2);
+    let slot = slot_bytes(&qp.rq, 0, 64, 32);
+    assert_eq!(u64::from_ne_bytes(slot[..8].try_into().expect("8")), 11);
+    assert_eq!(u32::from_ne_bytes(slot[8..12].try_into().expect("4")), 1);
+    assert_eq!(
+        u64::from_ne_bytes(slot[16..24].try_into().expect("8")),
+        0x1000
+    );
+    let slot = slot_bytes(&qp.rq, 1, 64, 16);
+    assert_eq!(u64::from_ne_bytes(slot[..8].try_into().expect("8")), 12);
+}
+
+#[test]
+fn post_recv_stops_at_the_first_bad_wr() {
+    let qp = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+    let mut four = [ibv::Sge::default(); 4];
+    let mut wrs = [
+        recv_wr(1, &mut []),
+        recv_wr(2, &mut four),
+        recv_wr(3, &mut []),
+    ];
+    let (ret, bad) = qp.recv(&mut wrs);
+    assert_eq!(ret, Errno::EINVAL.get());
+    assert_eq!(bad, &raw mut wrs[1]);
+    assert_eq!(qp.rq.producer(), 1, "the WR before the bad one is posted");
+
+    // A full ring: 3 more fit, the fourth is refused.
+    let mut wrs: Vec<_> = (10..14).map(|id| recv_wr(id, &mut [])).collect();
+    let (ret, bad) = qp.recv(&mut wrs);
+    assert_eq!(ret, Errno::ENOMEM.get());
+    assert_eq!(bad, &raw mut wrs[3]);
+    assert_eq!(qp.rq.producer(), 4);
+    // The kernel frees two slots; two fit again.
+    qp.rq.set_consumer(2);
+    let mut wrs: Vec<_> = (20..22).map(|id| recv_wr(id, &mut [])).collect();
+    assert_eq!(qp.recv(&mut wrs).0, 0);
+    assert_eq!(qp.rq.producer(), 6);
+}
+
+#[test]
+fn post_recv_refuses_a_reset_qp_and_a_qp_without_rq() {
+    let qp = TestQp::new(ibv::QPT_UD, ibv::QPS_RESET);
+    let mut wrs = [recv_wr(1, &mut [])];
+    let (ret, bad) = qp.recv(&mut wrs);
+    assert_eq!((ret, bad), (Errno::EINVAL.get(), &raw mut wrs[0]));
+    // SAFETY: `qp` is live and only this test uses it.
+    let q = unsafe { qp.qp.as_ref() };
+    q.state.store(ibv::QPS_RTR, Ordering::Relaxed);
+    *q.rq.lock() = None; // as on a QP with an SRQ
+    let (ret, bad) = qp.recv(&mut wrs);
+    assert_eq!((ret, bad), (Errno::EINVAL.get(), &raw mut wrs[0]));
+    assert_eq!(qp.rq.producer(), 0);
+    // SAFETY: a NULL `bad_wr` is refused before anything is read.
+    let ret = unsafe { post_recv(qp.ibv(), wrs.as_mut_ptr(), ptr::null_mut()) };
+    assert_eq!(ret, Errno::EINVAL.get());
+    // An empty list posts nothing and succeeds.
+    let mut bad = ptr::dangling_mut();
+    // SAFETY: the QP is live.
+    let ret = unsafe { post_recv(qp.ibv(), ptr::null_mut(), &raw mut bad) };
+    assert_eq!((ret, bad), (0, ptr::null_mut()));
+}
+
+#[test]
+fn post_recv_does_not_wait_for_the_send_lock() {
+    let qp = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+    // SAFETY: `qp` is live until the end of the test.
+    let q = unsafe { qp.qp.as_ref() };
+    let sending = q.sq.lock();
+    let ibqp = qp.ibv().expose_provenance();
+    let other = std::thread::spawn(move || {
+        let mut wr = recv_wr(7, &mut []);
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP outlives this thread (joined below); the list
+        // is valid.
+        unsafe {
+            post_recv(
+                ptr::with_exposed_provenance_mut(ibqp),
+                &raw mut wr,
+                &raw mut bad,
+            )
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !other.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let finished = other.is_finished();
+    drop(sending);
+    assert!(finished, "post_recv waited for the send lock");
+    assert_eq!(other.join().expect("poster"), 0);
+    assert_eq!(qp.rq.producer(), 1);
+}
+
+#[test]
+fn post_send_before_rts_posts_nothing() {
+    for state in [ibv::QPS_RESET, ibv::QPS_INIT, ibv::QPS_RTR] {
+        let qp = TestQp::new(ibv::QPT_RC, state);
+        let mut wr = send_wr(1, ibv::WR_SEND, 0, &mut []);
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is live and the list valid; refused before the
+        // doorbell, which would need a kernel.
+        let ret = unsafe { post_send(qp.ibv(), &raw mut wr, &raw mut bad) };
+        assert_eq!(
+            (ret, bad),
+            (Errno::EINVAL.get(), &raw mut wr),
+            "state {state}"
+        );
+        assert_eq!(qp.sq.producer(), 0);
+    }
+}
+
+#[test]
+fn post_send_stops_before_the_bad_wr_and_publishes_the_rest() {
+    // Errors in the first work request leave nothing to publish, so no
+    // doorbell (which needs a kernel) is rung.
+    let qp = TestQp::new(ibv::QPT_UD, ibv::QPS_RTS);
+    let mut two = [ibv::Sge::default(); 2];
+    let cases: [(ibv::SendWr, Errno); 3] = [
+        // Two SGEs, one granted.
+        (send_wr(1, ibv::WR_SEND, 0, &mut two), Errno::EINVAL),
+        // UD without an AH.
+        (send_wr(2, ibv::WR_SEND, 0, &mut []), Errno::EINVAL),
+        // A bind, which UD QPs cannot do.
+        (send_wr(3, ibv::WR_BIND_MW, 0, &mut []), Errno::EINVAL),
+    ];
+    for (mut wr, err) in cases {
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is live and the list valid.
+        let ret = unsafe { post_send(qp.ibv(), &raw mut wr, &raw mut bad) };
+        assert_eq!((ret, bad), (err.get(), &raw mut wr), "wr {}", wr.wr_id);
+    }
+    assert_eq!(qp.sq.producer(), 0);
+    // SAFETY: a NULL `bad_wr` is refused first.
+    let ret = unsafe { post_send(qp.ibv(), ptr::null_mut(), ptr::null_mut()) };
+    assert_eq!(ret, Errno::EINVAL.get());
+}
+
+#[test]
+fn one_send_writes_the_inline_bytes() {
+    let qp = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+    let data = *b"hello, ring";
+    let mut s = [ibv::Sge {
+        addr: data.as_ptr().addr() as u64,
+        length: data.len() as u32,
+        lkey: 0,
+    }];
+    let wr = send_wr(42, ibv::WR_SEND, ibv::SEND_INLINE, &mut s);
+    // SAFETY: `qp` is live and only this test uses it.
+    let q = unsafe { qp.qp.as_ref() };
+    let mut guard = q.sq.lock();
+    let sq = guard.as_mut().expect("mapped");
+    // SAFETY: `wr` is valid and its inline SGE points at `data`.
+    unsafe { post_one_send(ibv::QPT_RC, sq, &wr, BindVia::WorkRequest) }.expect("fits");
+    // A 57-byte inline send does not.
+    let big = [0u8; 57];
+    let mut s = [ibv::Sge {
+        addr: big.as_ptr().addr() as u64,
+        length: 57,
+        lkey: 0,
+    }];
+    let wr = send_wr(43, ibv::WR_SEND, ibv::SEND_INLINE, &mut s);
+    // SAFETY: as above.
+    let too_big = unsafe { post_one_send(ibv::QPT_RC, sq, &wr, BindVia::WorkRequest) };
+    assert_eq!(too_big, Err(Errno::EINVAL));
+    assert!(sq.publish());
+    drop(guard);
+    assert_eq!(qp.sq.producer(), 1);
+    let slot = slot_bytes(&qp.sq, 0, 128, 72 + data.len());
+    assert_eq!(u64::from_ne_bytes(slot[..8].try_into().expect("8")), 42);
+    assert_eq!(
+        u32::from_ne_bytes(slot[20..24].try_into().expect("4")),
+        0,
+        "num_sge"
+    );
+    assert_eq!(
+        u32::from_ne_bytes(slot[24..28].try_into().expect("4")),
+        11,
+        "inline_len"
+    );
+    assert_eq!(slot[72..], data);
+}
+
+/// A window as `ibv_alloc_mw` leaves it: index 0x42, key byte 0x17.
+fn window(mw_type: u32) -> ibv::Mw {
+    ibv::Mw {
+        rkey: 0x4217,
+        type_: mw_type,
+        ..ibv::Mw::ZERO
+    }
+}
+
+fn mr(lkey: u32) -> ibv::Mr {
+    ibv::Mr {
+        lkey,
+        ..ibv::Mr::ZERO
+    }
+}
+
+fn bind_info(mr: &mut ibv::Mr, length: u64, access: u32) -> ibv::MwBindInfo {
+    ibv::MwBindInfo {
+        mr,
+        addr: 0x7f00_0000_2000,
+        length,
+        mw_access_flags: access,
+    }
+}
+
+/// An `IBV_WR_BIND_MW` work request for `mw`, asking for `rkey`.
+fn bind_wr(wr_id: u64, mw: &mut ibv::Mw, rkey: u32, info: ibv::MwBindInfo) -> ibv::SendWr {
+    let mut wr = send_wr(wr_id, ibv::WR_BIND_MW, ibv::SEND_SIGNALED, &mut []);
+    wr.extra = ibv::SendWrExtra {
+        bind_mw: ibv::BindMwWr {
+            mw,
+            rkey,
+            bind_info: info,
+        },
+    };
+    wr
+}
+
+#[test]
+fn bind_work_requests_become_bind_wqes() {
+    let qp = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+    let (mut mw1, mut mw2, mut m) = (window(1), window(2), mr(0x905));
+    let wr2 = bind_wr(1, &mut mw2, 0x4218, bind_info(&mut m, 64, 2));
+    let wr1 = bind_wr(2, &mut mw1, 0, bind_info(&mut m, 64, 6));
+    // SAFETY: `qp` is live and only this test uses it.
+    let q = unsafe { qp.qp.as_ref() };
+    let mut guard = q.sq.lock();
+    let sq = guard.as_mut().expect("mapped");
+    // SAFETY: both work requests are valid, with a live window and MR.
+    let posted = unsafe {
+        (
+            post_one_send(ibv::QPT_RC, sq, &wr2, BindVia::WorkRequest),
+            post_one_send(ibv::QPT_RC, sq, &wr1, BindVia::Verb),
+        )
+    };
+    let (w2, w1) = (posted.0.expect("type 2"), posted.1.expect("type 1"));
+    assert_eq!((w2.rkey, w1.rkey), (0x4218, 0x4218));
+    assert!(sq.publish());
+    drop(guard);
+    // Posting changes neither window: the caller of a bind work
+    // request keeps its new rkey itself, and `bind_mw` stores its own.
+    assert_eq!((mw1.rkey, mw2.rkey), (0x4217, 0x4217));
+    let u32_at = |b: &[u8], off: usize| u32::from_ne_bytes(b[off..off + 4].try_into().expect("4"));
+    let u64_at = |b: &[u8], off: usize| u64::from_ne_bytes(b[off..off + 8].try_into().expect("8"));
+    for (slot, wr_id, swap) in [(0, 1, 2), (1, 2, roxe_uapi::BIND_TYPE1 | 6)] {
+        let b = slot_bytes(&qp.sq, slot, 128, 72);
+        assert_eq!(u64_at(&b, 0), wr_id);
+        assert_eq!(u32_at(&b, 8), ibv::WR_BIND_MW, "opcode");
+        assert_eq!(u32_at(&b, 12), ibv::SEND_SIGNALED, "send_flags");
+        assert_eq!(u32_at(&b, 16), 0x905, "imm_data: the MR's lkey");
+        assert_eq!((u32_at(&b, 20), u32_at(&b, 24)), (0, 0), "no data");
+        assert_eq!(u32_at(&b, 28), 0x4218, "rkey");
+        assert_eq!(u64_at(&b, 32), 0x7f00_0000_2000, "remote_addr");
+        assert_eq!(u64_at(&b, 40), 64, "compare_add: the length");
+        assert_eq!(u64_at(&b, 48), swap, "swap: rights and BIND_TYPE1");
+    }
+}
+
+#[test]
+fn post_send_refuses_bad_binds_before_the_ring() {
+    let qp = TestQp::new(ibv::QPT_UC, ibv::QPS_RTS);
+    let (mut mw1, mut mw2, mut m) = (window(1), window(2), mr(0x905));
+    let mut one = [ibv::Sge::default()];
+    let mut cases = vec![
+        // `ibv_post_send` binds type 2 windows only.
+        bind_wr(1, &mut mw1, 0x4218, bind_info(&mut m, 64, 2)),
+        // A NULL window.
+        bind_wr(2, &mut mw2, 0x4218, bind_info(&mut m, 64, 2)),
+        // No MR for 64 bytes.
+        bind_wr(3, &mut mw2, 0x4218, bind_info(&mut m, 64, 2)),
+        // A new rkey of another window.
+        bind_wr(4, &mut mw2, 0x4318, bind_info(&mut m, 64, 2)),
+        // SGEs, and immediate data.
+        bind_wr(5, &mut mw2, 0x4218, bind_info(&mut m, 64, 2)),
+        bind_wr(6, &mut mw2, 0x4218, bind_info(&mut m, 64, 2)),
+    ];
+    cases[1].extra.bind_mw.mw = ptr::null_mut();
+    cases[2].extra.bind_mw.bind_info.mr = ptr::null_mut();
+    cases[4].sg_list = one.as_mut_ptr();
+    cases[4].num_sge = 1;
+    cases[5].imm_data = 1;
+    for wr in &mut cases {
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is live; the work request is valid, its window
+        // and MR NULL or live; it fails before the doorbell.
+        let ret = unsafe { post_send(qp.ibv(), wr, &raw mut bad) };
+        assert_eq!(
+            (ret, bad),
+            (Errno::EINVAL.get(), ptr::from_mut(wr)),
+            "wr {}",
+            wr.wr_id
+        );
+    }
+    assert_eq!(qp.sq.producer(), 0);
+    assert_eq!((mw1.rkey, mw2.rkey), (0x4217, 0x4217));
+}
+
+#[test]
+fn bind_mw_refuses_before_the_ring() {
+    use crate::ffi::mw::bind_mw;
+    let rc = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+    let ud = TestQp::new(ibv::QPT_UD, ibv::QPS_RTS);
+    let reset = TestQp::new(ibv::QPT_RC, ibv::QPS_RESET);
+    let mut m = mr(0x905);
+    let good = ibv::MwBind {
+        wr_id: 9,
+        send_flags: ibv::SEND_SIGNALED,
+        bind_info: bind_info(&mut m, 64, ibv::ACCESS_REMOTE_WRITE),
+    };
+    let with_info = |f: fn(&mut ibv::MwBindInfo)| {
+        let mut b = good;
+        f(&mut b.bind_info);
+        b
+    };
+    let cases = [
+        ("a type 2 window", &rc, 2, good),
+        (
+            "a zero-based window",
+            &rc,
+            1,
+            with_info(|i| i.mw_access_flags |= ibv::ACCESS_ZERO_BASED),
+        ),
+        (
+            "a range without an MR",
+            &rc,
+            1,
+            with_info(|i| i.mr = ptr::null_mut()),
+        ),
+        ("a UD QP", &ud, 1, good),
+        ("a QP in RESET", &reset, 1, good),
+    ];
+    for (what, qp, t, mut b) in cases {
+        let mut mw = window(t);
+        // SAFETY: the QP, the window and the MR are live; every case
+        // fails before the doorbell.
+        let ret = unsafe { bind_mw(qp.ibv(), &raw mut mw, &raw mut b) };
+        assert_eq!(ret, Errno::EINVAL.get(), "{what}");
+        assert_eq!(mw.rkey, 0x4217, "{what}: the rkey is kept");
+    }
+    let (mut mw, mut b) = (window(1), good);
+    // SAFETY: the QP is live; NULL arguments are refused first.
+    let (no_mw, no_bind) = unsafe {
+        (
+            bind_mw(rc.ibv(), ptr::null_mut(), &raw mut b),
+            bind_mw(rc.ibv(), &raw mut mw, ptr::null_mut()),
+        )
+    };
+    assert_eq!((no_mw, no_bind), (Errno::EINVAL.get(), Errno::EINVAL.get()));
+    for qp in [&rc, &ud, &reset] {
+        assert_eq!(qp.sq.producer(), 0);
+    }
+}
+
+#[test]
+fn wr_ops_follow_the_send_ops_flags() {
+    let plain = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+    // SAFETY: `plain` is live; only this thread uses it.
+    let comp_mask = |qp: &TestQp| unsafe { (*qp.qp.as_ref().vqp.get()).comp_mask };
+    assert_eq!(comp_mask(&plain), 0, "ibv_qp_to_qp_ex gives NULL");
+    assert!(plain.ops().wr_start.is_none());
+    let ops = ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_RDMA_WRITE | ibv::QP_EX_WITH_BIND_MW;
+    let qp = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ops);
+    assert_eq!(comp_mask(&qp), verbs::QP_EX);
+    let o = qp.ops();
+    assert!(o.wr_start.is_some() && o.wr_complete.is_some() && o.wr_abort.is_some());
+    assert!(o.wr_set_sge.is_some() && o.wr_set_sge_list.is_some());
+    assert!(o.wr_set_inline_data.is_some() && o.wr_set_inline_data_list.is_some());
+    assert!(o.wr_set_ud_addr.is_some());
+    assert!(o.wr_send.is_some() && o.wr_rdma_write.is_some() && o.wr_bind_mw.is_some());
+    assert!(o.wr_send_imm.is_none() && o.wr_rdma_read.is_none());
+    assert!(o.wr_atomic_cmp_swp.is_none() && o.wr_local_inv.is_none());
+    assert!(o.wr_send_tso.is_none() && o.wr_set_xrc_srqn.is_none());
+    assert!(o.wr_atomic_write.is_none());
+    // Every builder of RC.
+    let all = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, crate::qp::RC_SEND_OPS);
+    let o = all.ops();
+    assert!(
+        o.wr_send_imm.is_some()
+            && o.wr_send_inv.is_some()
+            && o.wr_rdma_write_imm.is_some()
+            && o.wr_rdma_read.is_some()
+            && o.wr_atomic_cmp_swp.is_some()
+            && o.wr_atomic_fetch_add.is_some()
+            && o.wr_local_inv.is_some()
+            && o.wr_atomic_write.is_some()
+    );
+}
+
+#[test]
+fn wr_builders_fill_the_slots() {
+    let ops = ibv::QP_EX_WITH_RDMA_WRITE | ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_LOCAL_INV;
+    let qp = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ops);
+    let (o, ex) = (qp.ops(), qp.ex());
+    let data = *b"inline bytes";
+    // SAFETY: the QP is live and offers these ops; the batch is opened
+    // and ended on this thread; the inline data is readable. It is
+    // aborted: completing it would ring a doorbell, which needs a kernel.
+    unsafe {
+        (o.wr_start.expect("set"))(ex);
+        qp.set_wr(0x42, ibv::SEND_SIGNALED);
+        (o.wr_rdma_write.expect("set"))(ex, 0x77, 0xfeed_0000);
+        (o.wr_set_sge.expect("set"))(ex, 0x905, 0x1000, 64);
+        qp.set_wr(0x43, 0);
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_inline_data.expect("set"))(ex, data.as_ptr().cast_mut().cast(), data.len());
+        // Starting the third writes the second into the ring.
+        (o.wr_local_inv.expect("set"))(ex, 0x1234);
+    }
+    let u32_at = |b: &[u8], off: usize| u32::from_ne_bytes(b[off..off + 4].try_into().expect("4"));
+    let u64_at = |b: &[u8], off: usize| u64::from_ne_bytes(b[off..off + 8].try_into().expect("8"));
+    let w = slot_bytes(&qp.sq, 0, 128, 88);
+    assert_eq!(
+        (u64_at(&w, 0), u32_at(&w, 8), u32_at(&w, 12)),
+        (0x42, ibv::WR_RDMA_WRITE, 2)
+    );
+    assert_eq!(
+        (u32_at(&w, 20), u32_at(&w, 28), u64_at(&w, 32)),
+        (1, 0x77, 0xfeed_0000)
+    );
+    assert_eq!(
+        (u64_at(&w, 72), u32_at(&w, 80), u32_at(&w, 84)),
+        (0x1000, 64, 0x905)
+    );
+    let w = slot_bytes(&qp.sq, 1, 128, 72 + data.len());
+    assert_eq!((u64_at(&w, 0), u32_at(&w, 8)), (0x43, ibv::WR_SEND));
+    assert_eq!(
+        (u32_at(&w, 12), u32_at(&w, 24)),
+        (ibv::SEND_INLINE, 12),
+        "flags, inline_len"
+    );
+    assert_eq!(w[72..], data);
+    assert!(!qp.sq_unlocked(), "the batch holds the send lock");
+    // SAFETY: as above.
+    unsafe { (o.wr_abort.expect("set"))(ex) };
+    assert!(qp.sq_unlocked());
+    assert_eq!(qp.sq.producer(), 0, "nothing was published");
+}
+
+/// Runs a batch that `wr_complete` must refuse before the doorbell,
+/// and returns what it returned.
+fn refused_batch(qp: &TestQp, body: impl FnOnce(&ibv::QpEx, *mut ibv::QpEx)) -> c_int {
+    let (o, ex) = (qp.ops(), qp.ex());
+    // SAFETY: the QP is live and offers the ops the body calls; the
+    // batch is opened and ended on this thread.
+    let ret = unsafe {
+        (o.wr_start.expect("set"))(ex);
+        body(o, ex);
+        (o.wr_complete.expect("set"))(ex)
+    };
+    assert!(qp.sq_unlocked(), "wr_complete released the lock");
+    assert_eq!(qp.sq.producer(), 0, "nothing was published");
+    ret
+}
+
+#[test]
+fn wr_complete_refuses_failed_batches() {
+    let einval = Errno::EINVAL.get();
+    let ops = ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_BIND_MW;
+    let rc = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ops);
+    let two = [ibv::Sge::default(); 2];
+    let big = [0u8; 57];
+    // The ops of every batch below are called inside the batch, with
+    // readable arguments, or NULL where the op allows it.
+    // SAFETY: see above.
+    let ret = refused_batch(&rc, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_sge_list.expect("set"))(ex, 2, two.as_ptr());
+    });
+    assert_eq!(ret, einval, "two SGEs, one granted");
+    // SAFETY: see above.
+    let ret = refused_batch(&rc, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_sge_list.expect("set"))(ex, 1, ptr::null());
+    });
+    assert_eq!(ret, einval, "a NULL SGE list");
+    // SAFETY: see above.
+    let ret = refused_batch(&rc, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_inline_data.expect("set"))(ex, big.as_ptr().cast_mut().cast(), 57);
+    });
+    assert_eq!(ret, einval, "57 inline bytes, 56 granted");
+    // SAFETY: see above.
+    let ret = refused_batch(&rc, |o, ex| unsafe {
+        (o.wr_set_sge.expect("set"))(ex, 1, 0x1000, 8);
+        (o.wr_send.expect("set"))(ex);
+    });
+    assert_eq!(ret, einval, "a setter before any builder");
+    // SAFETY: see above.
+    let ret = refused_batch(&rc, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_ud_addr.expect("set"))(ex, ptr::null_mut(), 1, 2);
+    });
+    assert_eq!(ret, einval, "a UD destination on RC");
+    // Binds: a type 1 window, no bind info, no window.
+    let (mut mw1, mut mw2, mut m) = (window(1), window(2), mr(0x905));
+    let info = bind_info(&mut m, 64, ibv::ACCESS_REMOTE_WRITE);
+    for (what, mw, info) in [
+        ("a type 1 window", &raw mut mw1, &raw const info),
+        ("no bind info", &raw mut mw2, ptr::null()),
+        ("no window", ptr::null_mut(), &raw const info),
+    ] {
+        // SAFETY: the window and the info are live or NULL.
+        let ret = refused_batch(&rc, |o, ex| unsafe {
+            (o.wr_bind_mw.expect("set"))(ex, mw, 0x4218, info);
+        });
+        assert_eq!(ret, einval, "{what}");
+    }
+    // A UD QP: a NULL AH, and no destination at all.
+    let ud = TestQp::with_wr(ibv::QPT_UD, ibv::QPS_RTS, ibv::QP_EX_WITH_SEND);
+    // SAFETY: as above.
+    let ret = refused_batch(&ud, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_ud_addr.expect("set"))(ex, ptr::null_mut(), 1, 2);
+    });
+    assert_eq!(ret, einval);
+    // SAFETY: as above.
+    let ret = refused_batch(&ud, |o, ex| unsafe { (o.wr_send.expect("set"))(ex) });
+    assert_eq!(ret, einval);
+    // A full ring: 4 slots.
+    // SAFETY: as above.
+    let ret = refused_batch(&rc, |o, ex| unsafe {
+        for _ in 0..5 {
+            (o.wr_send.expect("set"))(ex);
+        }
+    });
+    assert_eq!(ret, Errno::ENOMEM.get());
+}
+
+#[test]
+fn wr_complete_before_rts_posts_nothing() {
+    for state in [ibv::QPS_RESET, ibv::QPS_INIT, ibv::QPS_RTR] {
+        let qp = TestQp::with_wr(ibv::QPT_UD, state, ibv::QP_EX_WITH_SEND);
+        // SAFETY: a well-formed batch; only the state is wrong.
+        let ret = refused_batch(&qp, |o, ex| unsafe {
+            (o.wr_send.expect("set"))(ex);
+            (o.wr_set_sge.expect("set"))(ex, 1, 0x1000, 8);
+        });
+        assert_eq!(ret, Errno::EINVAL.get(), "state {state}");
+    }
+}
+
+#[test]
+fn wr_ops_outside_a_batch_do_nothing() {
+    let qp = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ibv::QP_EX_WITH_SEND);
+    let (o, ex) = (qp.ops(), qp.ex());
+    // SAFETY: the QP is live; no batch is open, and no other thread
+    // holds the send lock, so each op finds it free.
+    let ret = unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_sge.expect("set"))(ex, 1, 0x1000, 8);
+        (o.wr_abort.expect("set"))(ex);
+        (o.wr_complete.expect("set"))(ex)
+    };
+    assert_eq!(ret, Errno::EINVAL.get());
+    assert!(qp.sq_unlocked());
+    assert_eq!(qp.sq.producer(), 0);
+    // A batch still works afterwards, and `post_send` waits for none.
+    assert_eq!(refused_batch(&qp, |_, _| ()), 0, "an empty batch");
+}
+
+fn send_wr(wr_id: u64, opcode: u32, send_flags: u32, sges: &mut [ibv::Sge]) -> ibv::SendWr {
+    ibv::SendWr {
+        wr_id,
+        next: ptr::null_mut(),
+        sg_list: sges.as_mut_ptr(),
+        // CAST: a handful of SGEs.
+        num_sge: sges.len() as c_int,
+        opcode,
+        send_flags,
+        imm_data: 0,
+        wr: ibv::SendWrWr {
+            ud: ibv::UdWr {
+                ah: ptr::null_mut(),
+                remote_qpn: 0,
+                remote_qkey: 0,
+            },
+        },
+        remote_srqn: 0,
+        extra: ibv::SendWrExtra {
+            tso: ibv::TsoWr {
+                hdr: ptr::null_mut(),
+                hdr_sz: 0,
+                mss: 0,
+            },
+        },
+    }
+}
+
+#[test]
+fn map_queues_checks_the_response_before_mapping() {
+    let cap = ibv::QpCap {
+        max_send_sge: 1,
+        max_recv_sge: 3,
+        max_inline_data: 56,
+        ..ibv::QpCap::default()
+    };
+    let good = roxe_uapi::CreateQpResp {
+        sq: ring(4, 128),
+        rq: ring(4, 64),
+    };
+    // fd -1 would make mmap fail with EBADF; EPROTO shows it never ran.
+    let bad_sq = roxe_uapi::CreateQpResp {
+        sq: ring(3, 128),
+        ..good
+    };
+    let bad_rq = roxe_uapi::CreateQpResp {
+        rq: ring(4, 32),
+        ..good
+    };
+    for (resp, has_srq) in [(bad_sq, false), (bad_rq, false), (good, true)] {
+        assert_eq!(
+            map_queues(-1, &resp, &cap, has_srq).map(|_| ()),
+            Err(Errno::EPROTO)
+        );
+    }
+    let no_rq = roxe_uapi::CreateQpResp {
+        rq: RingInfo::default(),
+        ..good
+    };
+    assert_eq!(
+        map_queues(-1, &no_rq, &cap, false).map(|_| ()),
+        Err(Errno::EPROTO)
+    );
+    assert_eq!(
+        map_queues(-1, &good, &cap, false).map(|_| ()),
+        Err(Errno::from_raw(9))
+    );
+    // Granted limits beyond the slot.
+    let sq = Backing::new(4096);
+    let greedy = ibv::QpCap {
+        max_send_sge: 4,
+        ..cap
+    };
+    assert_eq!(
+        map_queues(sq.fd(), &no_rq, &greedy, true).map(|_| ()),
+        Err(Errno::EPROTO)
+    );
+    assert!(map_queues(sq.fd(), &no_rq, &cap, true).is_ok_and(|(_, rq)| rq.is_none()));
+}
