@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Pure RoCEv2 protocol logic for roxe.
 //!
@@ -23,7 +23,9 @@ pub mod mtu;
 pub mod opcode;
 pub mod psn;
 pub mod qp;
+pub mod req;
 pub mod resp;
+pub mod responder;
 pub mod ring;
 pub mod seg;
 pub mod udp;
