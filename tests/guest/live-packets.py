@@ -52,6 +52,13 @@ at its first PSN, a Last or Only at its last); a wrong one must not
 complete it.
 
 NAKs (the sweep) fail or rewind work only when they name a PSN in flight.
+Requester acknowledgements (issue 14, found by rust/proto's simulated
+link). A read response or atomic ACK stands for an ACK of the sends before
+it only while the requester still awaits it: a duplicate that arrives after
+its READ completed used to complete the SEND posted after the READ, which
+the responder never acknowledged. And a NAK at the first PSN of a message
+longer than the send window (its WQE still part-sent) used to be dropped,
+leaving the WQE to time out; it must fail the WQE.
 
 Duplicate atomics (the sweep) are answered from the remembered result,
 never executed twice, and only for the same rkey and address while the QP
@@ -107,12 +114,13 @@ TOP_IOVA = (1 << 64) - TOP_LEN
 LW, RW, RR = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_REMOTE_READ
 
 # Request opcodes (RC).
-SEND_FIRST, SEND_ONLY = 0x00, 0x04
+SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_ONLY = 0x00, 0x01, 0x02, 0x04
 WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_ONLY = 0x06, 0x07, 0x08, 0x0a
 READ_REQUEST = 0x0c
 FETCH_ADD = 0x14
 # Response opcodes.
 READ_RESPONSES = (0x0d, 0x0e, 0x0f, 0x10)
+READ_RESPONSE_ONLY = 0x10
 ACKNOWLEDGE = 0x11
 ATOMIC_ACKNOWLEDGE = 0x12
 # AETH syndromes: NAK invalid request, NAK remote access error.
@@ -410,6 +418,64 @@ def stale_naks(v, w, check):
         pass
 
 
+def poll_one(cq, timeout=1.0):
+    """The next completion on `cq` within `timeout` seconds, or None."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        n, wcs = cq.poll(1)
+        if n:
+            return wcs[0]
+        time.sleep(0.01)
+    return None
+
+
+def requester_acks(v, w, check):
+    """Issue 14: what stands for an ACK at the requester, and which WQE a
+    NAK names."""
+    buf = MR(v.pd, 4096, LW | RW | RR)
+    qp = v.qp(LW)
+    w.drain()
+    rd = SendWR(opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(buf.buf, 64, buf.lkey)])
+    rd.set_wr_rdma(0x1234, 0x10000)
+    qp.post_send(rd)
+    qp.post_send(SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(buf.buf + 1024, 64, buf.lkey)]))
+    got = w.drain()
+    check([p[:2] for p in got] == [(READ_REQUEST, PSN), (SEND_ONLY, PSN + 1)],
+          f"the QP asks for a READ at PSN {PSN:#x} and sends at {PSN + 1:#x} ({got})")
+    w.send(qp.qp_num, READ_RESPONSE_ONLY, PSN, bp.aeth(0, 1), b"R" * 64)
+    wc = poll_one(v.cq)
+    check(wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.opcode == e.IBV_WC_RDMA_READ,
+          f"the READ's response completes it ({wc and (wc.status, wc.opcode)})")
+    before = w.counters.read()
+    w.send(qp.qp_num, READ_RESPONSE_ONLY, PSN, bp.aeth(0, 1), b"R" * 64)
+    wc = poll_one(v.cq, 0.5)
+    check(wc is None and counted(w, before, "rx_drop_unexpected") == 1,
+          f"the same response again is dropped as rx_drop_unexpected and does not complete the "
+          f"SEND after the READ, which nothing acknowledged (got {wc and (wc.status, wc.opcode)}; "
+          f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN + 1, bp.aeth(0, 2))
+    wc = poll_one(v.cq)
+    check(wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.opcode == e.IBV_WC_SEND,
+          f"the ACK at {PSN + 1:#x} completes the SEND ({wc and (wc.status, wc.opcode)})")
+
+    big = MR(v.pd, 300 * 1024, LW)
+    qp = v.qp(LW)
+    w.drain()
+    qp.post_send(SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(big.buf, 300 * 1024, big.lkey)]))
+    got = w.drain()
+    sends = [p for p in got if p[0] in (SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_ONLY)]
+    check(sends[:1] == [(SEND_FIRST, PSN, None)] and not any(p[0] == SEND_LAST for p in sends),
+          f"a 300 KiB SEND stops at the window, part-sent ({len(sends)} packets, "
+          f"first {sends[:1]})")
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN, bp.aeth(NAK_INVALID, 0))
+    wc = poll_one(v.cq)
+    check(wc is not None and wc.status == e.IBV_WC_REM_INV_REQ_ERR,
+          f"a NAK (invalid request) at its first PSN fails it at once "
+          f"({wc and wc.status})")
+    while v.cq.poll(1)[0]:
+        pass
+
+
 def payload_sizes(v, w, check):
     """Finding 2: payload sizes, and the MR that ends at 2^64."""
     mem, _, rkey, dereg = reg_mr_iova(v.pd, TOP_LEN, TOP_IOVA, LW | RW | RR)
@@ -544,9 +610,9 @@ def read_responses(v, w, check):
 
 # --- Receive WQEs and the responder's sweep (issue 13, finding 5) ---------
 
-# More request opcodes: RC SEND Middle and Last, RC Compare & Swap, UC SEND
+# More request opcodes: RC Compare & Swap, UC SEND
 # First, Middle, Last and Only, UD SEND Only; and the RC ATOMIC ACKNOWLEDGE.
-SEND_MIDDLE, SEND_LAST, CMP_SWAP = 0x01, 0x02, 0x13
+CMP_SWAP = 0x13
 UC_SEND_FIRST, UC_SEND_MIDDLE, UC_SEND_LAST, UC_SEND_ONLY = 0x20, 0x21, 0x22, 0x24
 UD_SEND_ONLY = 0x64
 ATOMIC_ACKNOWLEDGE = 0x12
@@ -915,8 +981,8 @@ def main():
     check = Checks()
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
-    for part in (addresses, duplicate_reads, atomic_replays, stale_naks, read_responses,
-                 payload_sizes, receives, no_rd_atomic, ud_mtu, multicast):
+    for part in (addresses, duplicate_reads, atomic_replays, stale_naks, requester_acks,
+                 read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run

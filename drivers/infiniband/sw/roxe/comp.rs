@@ -91,6 +91,12 @@ fn read_response(
     psn: Psn,
 ) -> core::result::Result<(), Drop> {
     let this = qp.data();
+    // Only a response the requester still awaits stands for an ACK of the
+    // sends before its read: a stale one (duplicated, or from before a
+    // go-back) must not complete sends that may never have arrived.
+    if !awaited(st, psn) {
+        return Err(Drop::Unexpected);
+    }
     // The oldest unfinished WQE must be a read whose range holds `psn`.
     ack_before_read(qp, st);
     if !outstanding(st) {
@@ -187,6 +193,9 @@ fn atomic_ack(
     psn: Psn,
 ) -> core::result::Result<(), Drop> {
     let this = qp.data();
+    if !awaited(st, psn) {
+        return Err(Drop::Unexpected);
+    }
     ack_before_read(qp, st);
     if !outstanding(st) {
         return Err(Drop::Unexpected);
@@ -250,7 +259,9 @@ fn ack(
                 go_back_once(qp, st);
                 return Ok(());
             }
-            if st.req.sq_sent == st.sq_consumer {
+            // The oldest WQE may be part-sent (a message longer than the
+            // window): it counts as outstanding, as `outstanding` says.
+            if !outstanding(st) {
                 return Err(Drop::Unexpected);
             }
             let w = this.sq.read(st.sq_consumer);
@@ -265,7 +276,9 @@ fn ack(
         }
         Some(Syndrome::RnrNak(t)) => {
             ack_up_to(qp, st, psn.wrapping_sub(1));
-            if st.req.sq_sent == st.sq_consumer {
+            // The oldest WQE may be part-sent (a message longer than the
+            // window): it counts as outstanding, as `outstanding` says.
+            if !outstanding(st) {
                 return Err(Drop::Unexpected);
             }
             rnr_nak(qp, st, t.usecs());
@@ -286,6 +299,12 @@ fn timeout_ms(st: &QpState) -> Option<u32> {
     let ms = (4096u64 << t) / 1_000_000;
     // CAST: clamped to a minute.
     Some(ms.clamp(10, 60_000) as u32)
+}
+
+/// Whether `psn` is one the requester sent and still waits to hear of:
+/// at or after `una`, before `npsn`.
+fn awaited(st: &QpState, psn: Psn) -> bool {
+    psn.in_range(st.comp.una, st.req.npsn)
 }
 
 /// Whether sent work waits for acknowledgement.

@@ -34,11 +34,16 @@ use crate::wqe::{take_recv, RecvCopy, MAX_MSG};
 use kernel::alloc::flags::GFP_KERNEL_ACCOUNT;
 use kernel::prelude::*;
 
-/// How many atomic results the responder keeps for replay (at least the
-/// largest `max_dest_rd_atomic` a requester keeps in flight would be
-/// ideal; a duplicate older than these is dropped and the requester
-/// retries).
-const ATOMIC_REPLAY: usize = 16;
+/// How many atomic results the responder keeps for replay: as many as a
+/// requester may have in flight (`max_dest_rd_atomic` is at most this), so
+/// the duplicate of any atomic still unanswered finds its result. With
+/// fewer, a requester with more atomics in flight than that, on a lossy
+/// link, resent ones whose results were gone and ran out of retries
+/// (`rust/proto` `many_atomics_in_flight`).
+const ATOMIC_REPLAY: usize = MAX_QP_RD_ATOM as usize;
+
+/// The atomics the responder executed, newest at `atomic_next - 1`.
+type AtomicReplay = [AtomicDone; ATOMIC_REPLAY];
 
 /// A SEND (or the last packet of an RDMA WRITE with immediate) being
 /// received: its receive WQE and how many bytes of the message it holds.
@@ -87,6 +92,15 @@ fn new_reads() -> Result<KBox<Reads>> {
     Ok(KBox::new(ReadResources::new(), GFP_KERNEL_ACCOUNT)?)
 }
 
+/// An empty [`AtomicReplay`] on the heap (3 KiB), as [`new_reads`].
+#[inline(never)]
+fn new_atomic_replay() -> Result<KBox<AtomicReplay>> {
+    Ok(KBox::new(
+        [AtomicDone::NONE; ATOMIC_REPLAY],
+        GFP_KERNEL_ACCOUNT,
+    )?)
+}
+
 /// The responder's state: the expected PSN, the message in progress, and
 /// what it remembers to answer duplicates.
 pub(crate) struct RespState {
@@ -96,7 +110,8 @@ pub(crate) struct RespState {
     pub(crate) msn: u32,
     /// Recent atomics, to answer duplicates without executing
     /// them again.
-    atomic_replay: [AtomicDone; ATOMIC_REPLAY],
+    /// (On the heap, as `reads` is.)
+    atomic_replay: KBox<AtomicReplay>,
     atomic_next: usize,
     /// A PSN sequence NAK was sent and not yet resolved.
     nak_sent: bool,
@@ -122,7 +137,7 @@ impl RespState {
         Ok(Self {
             epsn: Psn::ZERO,
             msn: 0,
-            atomic_replay: [AtomicDone::NONE; ATOMIC_REPLAY],
+            atomic_replay: new_atomic_replay()?,
             atomic_next: 0,
             nak_sent: false,
             recv: None,
@@ -139,7 +154,7 @@ impl RespState {
         self.wctx = None;
         self.nak_sent = false;
         self.reads.clear();
-        self.atomic_replay = [AtomicDone::NONE; ATOMIC_REPLAY];
+        self.atomic_replay.fill(AtomicDone::NONE);
     }
 }
 
