@@ -238,11 +238,17 @@ fn ack(
     // `una`, and within the window (`npsn` itself may have gone back
     // behind a NAK still in flight). An older one (delayed, duplicated) or
     // one out of reach (forged without the live PSN) must not fail or
-    // rewind today's work.
-    let nak_window_end = Psn::new(st.comp.una.get().wrapping_add(WINDOW + 1));
-    if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_)))
-        && !psn.in_range(st.comp.una, nak_window_end)
-    {
+    // rewind today's work. An ACK may also repeat the last one (`una - 1`,
+    // what a responder answers a duplicate with); one further out would
+    // complete everything sent, and a blind forger's random PSN lies ahead
+    // half the time.
+    let window_end = Psn::new(st.comp.una.get().wrapping_add(WINDOW + 1));
+    let from = match syndrome {
+        Some(Syndrome::Ack(_)) => Some(st.comp.una.wrapping_sub(1)),
+        Some(Syndrome::Nak(_) | Syndrome::RnrNak(_)) => Some(st.comp.una),
+        None => None,
+    };
+    if from.is_some_and(|f| !psn.in_range(f, window_end)) {
         return Err(Drop::Psn);
     }
     match syndrome {
