@@ -53,13 +53,13 @@ impl Path {
         })
     }
 
-    /// The largest IB MTU the route carries.
     /// Whether the IP header `ip` is of a packet that came along this path
     /// the other way: from its destination to its source.
     pub(crate) fn carries(&self, ip: &[u8]) -> bool {
         ip::gids(ip).is_some_and(|(s, d)| s == self.dst && d == self.src)
     }
 
+    /// The largest IB MTU the route carries.
     pub(crate) fn mtu(&self) -> u32 {
         IbMtu::for_netdev_mtu(self.route.mtu()).map_or(256, IbMtu::bytes)
     }
