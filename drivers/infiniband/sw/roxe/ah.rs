@@ -5,33 +5,19 @@
 //! (`ah_num`), which the kernel looks up and never trusts blindly.
 //!
 //! The numbers are device-wide, but an AH is only usable by a QP of its own
-//! PD ([`with`]): a process cannot send through another process's AH by
+//! PD ([`crate::tx::ah_with`]): a process cannot send through another process's AH by
 //! guessing its number, and a user QP never through a kernel AH.
 
-use crate::device::{Roxe, RoxeDev, PORT};
+use crate::device::{Roxe, RoxeDev};
+use crate::limits::PORT;
 use crate::rdma::ah::{flags_for, AhAttr, GidType};
 use crate::rdma::device::Device;
 use crate::rdma::pd::Pd;
 use crate::rdma::udata::UData;
+use crate::tx::AhInfo;
 use crate::uapi::CreateAhResp;
 use kernel::error::code::EINVAL;
 use kernel::prelude::*;
-
-/// Where an AH sends: everything the transmit path needs.
-#[allow(dead_code)] // Read by the UD transmit path (issue 4).
-pub(crate) struct AhInfo {
-    pub(crate) dgid: [u8; 16],
-    pub(crate) sgid: [u8; 16],
-    pub(crate) dmac: [u8; 6],
-    pub(crate) flow_label: u32,
-    pub(crate) hop_limit: u8,
-    pub(crate) traffic_class: u8,
-    pub(crate) sl: u8,
-    /// The PD the AH was created in ([`Pd::id`]).
-    pd: usize,
-    /// Whether user space created it (through a ucontext).
-    user: bool,
-}
 
 /// Per-AH state: its number in the device's AH table.
 pub(crate) struct RoxeAh {
@@ -101,22 +87,6 @@ pub(crate) fn create(
         }
     }
     Ok(RoxeAh { num })
-}
-
-/// Runs `f` on AH `num` if a QP of PD `pd` (a user QP if `user`) may send
-/// through it: the AH must be of the same PD, and of user space exactly
-/// when the QP is. PDs are per ucontext, so this also keeps each process
-/// to its own AHs.
-pub(crate) fn with<R>(
-    d: &RoxeDev,
-    num: u32,
-    pd: usize,
-    user: bool,
-    f: impl FnOnce(&AhInfo) -> R,
-) -> Option<R> {
-    d.ah_table
-        .with(num, |a| (a.pd == pd && a.user == user).then(|| f(a)))
-        .flatten()
 }
 
 fn release(d: &RoxeDev, num: u32) {

@@ -1,77 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The roxe device: creation through `rdma link add`, and its attributes.
+//! The roxe driver type and a device's state: the budgets, key, AH, QP and
+//! SRQ tables, counters and multicast groups that every object and the
+//! data path reach through `Device<Roxe>::data()`. The verbs themselves,
+//! and device creation, are in `verbs.rs`; this module depends on none of
+//! the object modules.
 
-use crate::ah::{self, AhInfo, RoxeAh};
-use crate::cq::{self, RoxeCq};
-use crate::limits::{
-    Budget, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_MR_SIZE, MAX_MW, MAX_PD, MAX_QP, MAX_QP_RD_ATOM,
-    MAX_QP_WR, MAX_RES_RD_ATOM, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR,
-};
-use crate::mr::{self, RoxeMr};
-use crate::mw::{self, RoxeMw};
-use crate::net::NetDevice;
-use crate::pd::{self, RoxePd};
-use crate::proto::mtu::IbMtu;
-use crate::proto::wr::MAX_SGE;
-use crate::qp::{self, RoxeQp};
-use crate::rdma::ah::AhAttr;
-use crate::rdma::attr::{
-    DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP,
-};
-use crate::rdma::cq::{Cq, CqInit, Notify};
-use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN};
-use crate::rdma::link::LinkOps;
-use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
-use crate::rdma::mw::MwType;
-use crate::rdma::pd::Pd;
-use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit};
-use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
-use crate::rdma::sysfs::Buffer;
-use crate::rdma::udata::UData;
-use crate::srq::{self, RoxeSrq};
+use crate::keys;
+use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_MR, MAX_MW, MAX_PD, MAX_QP, MAX_SRQ};
+use crate::rdma::device::ParentDevice;
+use crate::rdma::qp::QpIndex;
 use crate::table::Table;
-use crate::uapi;
-use core::fmt::Write;
 use core::sync::atomic::AtomicBool;
-use kernel::c_str;
-use kernel::error::code::{EEXIST, EINVAL, ENODEV, ENOSPC, EPERM};
 use kernel::prelude::*;
-use kernel::str::CStr;
-
-/// The only port of a roxe device.
-pub(crate) const PORT: u32 = 1;
-
-/// Entries in the port's GID table (the RDMA core fills them from the
-/// netdev's IP addresses).
-const GID_TABLE_LEN: u32 = 1024;
-
-/// Largest message a port accepts, the same as rxe.
-const PORT_MAX_MSG_SIZE: u32 = 0x80_0000;
-
-/// The vendor id rxe also uses for a software device with no OUI.
-const VENDOR_ID: u32 = 0xFF_FFFF;
-
-/// The default full-membership P_Key, the only entry of the table.
-const DEFAULT_PKEY: u16 = 0xFFFF;
-
-/// The attribute libroxe looks for; its name is part of the shared ABI.
-const ABI_ATTR: &CStr = match CStr::from_bytes_with_nul(uapi::ABI_VERSION_ATTR.to_bytes_with_nul())
-{
-    Ok(name) => name,
-    Err(_) => panic!("the ABI attribute name is not a C string"),
-};
-
-/// The capability flags roxe can stand behind today.
-const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT
-    | crate::rdma::attr::CAP_SYS_IMAGE_GUID
-    | crate::rdma::attr::CAP_MEM_MGT_EXTENSIONS
-    | crate::rdma::attr::CAP_MEM_WINDOW
-    | crate::rdma::attr::CAP_MEM_WINDOW_TYPE_2B
-    | crate::rdma::attr::CAP_ATOMIC_WRITE
-    | crate::rdma::attr::CAP_RC_RNR_NAK_GEN
-    | crate::rdma::attr::CAP_SRQ_RESIZE
-    | crate::rdma::attr::CAP_FLUSH_GLOBAL;
 
 /// The roxe driver.
 pub(crate) struct Roxe;
@@ -85,11 +26,11 @@ pub(crate) struct RoxeDev {
     pub(crate) mrs: Budget,
     /// Live MR indices, each with its key's random tag.
     #[pin]
-    pub(crate) mr_table: Table<crate::mr::KeyEntry>,
+    pub(crate) mr_table: keys::KeyTable,
     pub(crate) ahs: Budget,
     /// Live AHs by number.
     #[pin]
-    pub(crate) ah_table: Table<AhInfo>,
+    pub(crate) ah_table: crate::tx::AhTable,
     pub(crate) qps: Budget,
     /// Live QPs by table index (QPN = index + 15).
     #[pin]
@@ -98,7 +39,7 @@ pub(crate) struct RoxeDev {
     #[pin]
     pub(crate) qp_index: QpIndex<Roxe>,
     /// Packet counters.
-    pub(crate) counters: crate::rx::Counters,
+    pub(crate) counters: crate::counters::Counters,
     /// Read-response packets this device's requesters may await.
     pub(crate) read_credits: crate::limits::Credits,
     /// Whether the GSI QP (QP1) exists.
@@ -148,387 +89,43 @@ impl PinnedDrop for RoxeDev {
     }
 }
 
-impl Driver for Roxe {
-    type Data = RoxeDev;
-
-    // The kernel's `enum rdma_driver_id` has no roxe entry. libroxe matches
-    // devices by the `roxe_abi_version` attribute instead.
-    const DRIVER_ID: crate::rdma::device::DriverId = DRIVER_ID_UNKNOWN;
-    const UVERBS_ABI_VER: u32 = uapi::UVERBS_ABI_VERSION;
-    const ATTRS: &'static [&'static CStr] = &[c_str!("parent"), ABI_ATTR];
-    const HW_COUNTERS: &'static [&'static CStr] = &crate::rx::NAMES;
-
-    fn hw_counters(dev: &Device<Self>, out: &mut [u64]) {
-        dev.data().counters.read(out);
-    }
-
-    fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
-        // Only what exists today is advertised: resources that are not
-        // implemented yet keep a limit of zero.
-        Ok(DeviceAttr {
-            sys_image_guid: dev.data().node_guid,
-            vendor_id: VENDOR_ID,
-            max_pd: MAX_PD,
-            max_cq: MAX_CQ,
-            max_cqe: MAX_CQE,
-            max_mr: MAX_MR,
-            max_ah: MAX_AH,
-            max_qp: MAX_QP,
-            max_qp_wr: MAX_QP_WR,
-            max_send_sge: MAX_SGE,
-            max_recv_sge: MAX_SGE,
-            max_sge_rd: MAX_SGE,
-            max_qp_rd_atom: MAX_QP_RD_ATOM,
-            max_qp_init_rd_atom: MAX_QP_RD_ATOM,
-            max_res_rd_atom: MAX_RES_RD_ATOM,
-            // Port state changes are reported; the system image GUID is set.
-            device_cap_flags: DEVICE_CAPS,
-            max_srq: MAX_SRQ,
-            max_mw: MAX_MW,
-            max_fast_reg_page_list_len: mr::MAX_FAST_PAGES,
-            max_mcast_grp: crate::mcast::MAX_GROUPS,
-            // CAST: 56.
-            max_mcast_qp_attach: crate::mcast::MAX_QP_ATTACH as u32,
-            max_total_mcast_qp_attach: crate::mcast::MAX_TOTAL_ATTACH,
-            max_srq_wr: MAX_SRQ_WR,
-            max_srq_sge: MAX_SRQ_SGE,
-            max_mr_size: MAX_MR_SIZE,
-            page_size_cap: kernel::page::PAGE_SIZE as u64,
-            max_pkeys: 1,
-            allow_user_unregister: true,
-            // Remote atomics run under the device's key-table lock.
-            atomic_hca: true,
-            ..DeviceAttr::default()
-        })
-    }
-
-    fn query_port(dev: &Device<Self>, port: u32) -> Result<PortAttr> {
-        if port != PORT {
-            return Err(EINVAL);
-        }
-        let ndev = dev.netdev(port).ok_or(ENODEV)?;
-        let up = ndev.is_up();
-        let (active_speed, active_width) = dev.eth_speed(port)?;
-        let active_mtu = IbMtu::for_netdev_mtu(ndev.mtu()).unwrap_or(IbMtu::Mtu256);
-        Ok(PortAttr {
-            state: if up {
-                PortState::Active
-            } else {
-                PortState::Down
-            },
-            phys_state: if up {
-                PhysState::LinkUp
-            } else {
-                PhysState::Disabled
-            },
-            max_mtu: IbMtu::MAX.to_enum(),
-            active_mtu: active_mtu.to_enum(),
-            phys_mtu: ndev.mtu(),
-            gid_tbl_len: GID_TABLE_LEN,
-            pkey_tbl_len: 1,
-            port_cap_flags: PORT_CM_SUP,
-            max_msg_sz: PORT_MAX_MSG_SIZE,
-            max_vl_num: 1,
-            active_speed,
-            active_width,
-        })
-    }
-
-    fn port_immutable(_dev: &Device<Self>, port: u32) -> Result<PortImmutable> {
-        if port != PORT {
-            return Err(EINVAL);
-        }
-        Ok(PortImmutable {
-            pkey_tbl_len: 1,
-            gid_tbl_len: GID_TABLE_LEN,
-            roce_v2: true,
-            max_mad_size: MGMT_MAD_SIZE,
-        })
-    }
-
-    fn query_pkey(_dev: &Device<Self>, port: u32, index: u16) -> Result<u16> {
-        if port != PORT || index != 0 {
-            return Err(EINVAL);
-        }
-        Ok(DEFAULT_PKEY)
-    }
-
-    fn show_attr(dev: &Device<Self>, index: usize, out: &mut Buffer<'_>) -> Result {
-        match index {
-            0 => {
-                let ndev = dev.netdev(PORT).ok_or(ENODEV)?;
-                writeln!(out, "{}", ndev.name()).map_err(|_| ENOSPC)
-            }
-            1 => writeln!(out, "{}", uapi::UVERBS_ABI_VERSION).map_err(|_| ENOSPC),
-            _ => Err(EINVAL),
-        }
-    }
-
-    type Pd = RoxePd;
-
-    fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<RoxePd> {
-        pd::alloc(dev, udata)
-    }
-
-    fn dealloc_pd(dev: &Device<Self>, pd: RoxePd) {
-        pd::dealloc(dev, pd)
-    }
-
-    type Cq = RoxeCq;
-
-    fn create_cq(
-        dev: &Device<Self>,
-        init: &CqInit,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<RoxeCq, Error>, u32)> {
-        cq::create(dev, init, udata)
-    }
-
-    fn destroy_cq(cq: &Cq<Self>) {
-        cq::destroy(cq)
-    }
-
-    fn resize_cq(cq: &Cq<Self>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32> {
-        cq::resize(cq, cqe, udata)
-    }
-
-    fn req_notify_cq(cq: &Cq<Self>, kind: Notify) -> Result<bool> {
-        cq::req_notify(cq, kind)
-    }
-
-    type Mr = RoxeMr;
-
-    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<(RoxeMr, MrInfo)> {
-        mr::get_dma(pd, access)
-    }
-
-    fn reg_user_mr(
-        pd: &Pd<Self>,
-        args: &UserMrArgs,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(RoxeMr, MrInfo)> {
-        mr::reg_user(pd, args, udata)
-    }
-
-    fn rereg_user_mr(
-        m: &Mr<Self>,
-        what: Rereg,
-        args: &UserMrArgs,
-        pd: &Pd<Self>,
-        udata: Option<&UData<'_>>,
-    ) -> Result<Option<(RoxeMr, MrInfo)>> {
-        mr::rereg(m, what, args, pd, udata)
-    }
-
-    fn alloc_mr(pd: &Pd<Self>, max_num_sg: u32) -> Result<(RoxeMr, MrInfo)> {
-        mr::alloc_fast(pd, max_num_sg)
-    }
-
-    fn map_mr_begin(m: &Mr<Self>, page_size: u32) -> Result {
-        mr::map_begin(m.data(), page_size)
-    }
-
-    fn map_mr_page(m: &Mr<Self>, addr: u64) -> Result {
-        mr::map_page(m.data(), addr)
-    }
-
-    fn map_mr_end(m: &Mr<Self>, iova: u64) {
-        mr::map_end(m.data(), iova)
-    }
-
-    fn dereg_mr(mr: &Mr<Self>) -> Result {
-        mr::dereg(mr)
-    }
-
-    type Ah = RoxeAh;
-
-    fn create_ah(
-        dev: &Device<Self>,
-        pd: &Pd<Self>,
-        attr: &AhAttr,
-        sleepable: bool,
-        udata: Option<&UData<'_>>,
-    ) -> Result<RoxeAh> {
-        ah::create(dev, pd, attr, sleepable, udata)
-    }
-
-    fn destroy_ah(dev: &Device<Self>, a: RoxeAh) {
-        ah::destroy(dev, a)
-    }
-
-    type Qp = RoxeQp;
-
-    fn create_qp(
-        qp: &NewQp<'_, Self>,
-        init: &QpInit,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<RoxeQp>, QpCap, u32)> {
-        qp::create(qp, init, udata)
-    }
-
-    fn modify_qp(q: &Qp<Self>, attr: &QpAttr, mask: u32, udata: Option<&UData<'_>>) -> Result {
-        qp::modify(q, attr, mask, udata)
-    }
-
-    fn query_qp(q: &Qp<Self>) -> Result<(QpAttr, bool)> {
-        qp::query(q)
-    }
-
-    fn destroy_qp(q: &Qp<Self>) {
-        q.device().data().mcast.detach_all(q.qp_num());
-        qp::destroy(q)
-    }
-
-    fn attach_mcast(q: &Qp<Self>, gid: &[u8; 16]) -> Result {
-        crate::mcast::attach(q, gid)
-    }
-
-    fn detach_mcast(q: &Qp<Self>, gid: &[u8; 16]) -> Result {
-        crate::mcast::detach(q, gid)
-    }
-
-    fn doorbell(q: &Qp<Self>) -> Result {
-        qp::doorbell(q)
-    }
-
-    fn post_send(q: &Qp<Self>, wr: &crate::rdma::qp::SendWr<'_, Self>) -> Result {
-        qp::post_kernel_send(q, wr)
-    }
-
-    fn post_recv(q: &Qp<Self>, wr_id: u64, sges: &[uapi::Sge]) -> Result {
-        qp::post_kernel_recv(q, wr_id, sges)
-    }
-
-    fn poll_cq(c: &Cq<Self>) -> Option<uapi::Cqe> {
-        cq::pop(c)
-    }
-
-    fn qp_timer(q: &Qp<Self>) {
-        crate::comp::on_timer(q)
-    }
-
-    fn qp_index(dev: &Device<Self>) -> &QpIndex<Self> {
-        &dev.data().qp_index
-    }
-
-    type Srq = RoxeSrq;
-
-    fn create_srq(
-        dev: &Device<Self>,
-        attr: &SrqAttr,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<RoxeSrq, Error>, SrqAttr)> {
-        srq::create(dev, attr, udata)
-    }
-
-    fn modify_srq(
-        s: &Srq<Self>,
-        attr: &SrqAttr,
-        what: SrqModify,
-        udata: Option<&UData<'_>>,
-    ) -> Result {
-        srq::modify(s, attr, what, udata)
-    }
-
-    fn query_srq(s: &Srq<Self>) -> Result<SrqAttr> {
-        srq::query(s)
-    }
-
-    fn destroy_srq(s: &Srq<Self>) {
-        srq::destroy(s)
-    }
-
-    fn post_srq_recv(s: &Srq<Self>, wr_id: u64, sges: &[uapi::Sge]) -> Result {
-        srq::post_kernel_recv(s, wr_id, sges)
-    }
-
-    type Mw = RoxeMw;
-
-    fn alloc_mw(
-        dev: &Device<Self>,
-        pd: &Pd<Self>,
-        t: MwType,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(RoxeMw, u32)> {
-        mw::alloc(dev, pd, t, udata)
-    }
-
-    fn dealloc_mw(dev: &Device<Self>, m: RoxeMw) {
-        mw::dealloc(dev, m)
-    }
-}
-
-/// `rdma link add NAME type roxe netdev DEV`.
-pub(crate) struct Link;
-
-impl LinkOps for Link {
-    const TYPE: &'static CStr = c_str!("roxe");
-
-    fn newlink(name: &CStr, ndev: &NetDevice) -> Result {
-        if ndev.is_vlan() {
-            pr_err!(
-                "{}: create roxe on the real device under the VLAN instead\n",
-                ndev.name()
-            );
-            return Err(EPERM);
-        }
-        if let Some(existing) = Device::<Roxe>::get_by_netdev(ndev) {
-            pr_err!(
-                "{} already has roxe device {}\n",
-                ndev.name(),
-                existing.name()
-            );
-            return Err(EEXIST);
-        }
-        let node_guid = ndev.eui64();
-        let info = DeviceInfo {
-            node_desc: c_str!("roxe"),
+impl RoxeDev {
+    /// A device's state with nothing in use yet, for the device with node
+    /// GUID `node_guid` under the sysfs parent `parent`.
+    pub(crate) fn new(
+        node_guid: [u8; 8],
+        parent: Option<ParentDevice>,
+    ) -> impl PinInit<Self, Error> {
+        try_pin_init!(RoxeDev {
             node_guid,
-            phys_port_cnt: 1,
-            num_comp_vectors: 1,
-        };
-        let mut new = NewDevice::<Roxe>::new(
-            &crate::THIS_MODULE,
-            &info,
-            try_pin_init!(RoxeDev {
-                node_guid,
-                pds: Budget::new(MAX_PD),
-                cqs: Budget::new(MAX_CQ),
-                mrs: Budget::new(MAX_MR),
-                // MWs take their rkeys from the same table.
-                mr_table <- Table::new(MAX_MR + MAX_MW),
-                ahs: Budget::new(MAX_AH),
-                ah_table <- Table::new(MAX_AH),
-                qps: Budget::new(MAX_QP),
-                qp_table <- Table::new(MAX_QP),
-                qp_index <- QpIndex::new(),
-                counters: crate::rx::Counters::new(),
-                read_credits: crate::limits::Credits::new(crate::limits::READ_CREDITS),
-                gsi_taken: AtomicBool::new(false),
-                srqs: Budget::new(MAX_SRQ),
-                srq_table <- Table::new(MAX_SRQ),
-                mws: Budget::new(MAX_MW),
-                mcast <- crate::mcast::Groups::new(),
-                parent: match ParentDevice::new(&crate::THIS_MODULE, ndev) {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        pr_warn!("{}: no sysfs parent device with net/{} ({:?})\n", name, ndev.name(), e);
-                        None
-                    }
-                },
-            }? Error),
-        )?;
-        if let Some(p) = new.data().parent.as_ref() {
-            new.set_parent(p);
-        }
-        new.set_netdev(ndev, PORT)?;
-        new.register(name)?;
-        pr_info!(
-            "{}: added on {} (ifindex {})\n",
-            name,
-            ndev.name(),
-            ndev.ifindex()
-        );
-        Ok(())
+            pds: Budget::new(MAX_PD),
+            cqs: Budget::new(MAX_CQ),
+            mrs: Budget::new(MAX_MR),
+            // MWs take their rkeys from the same table.
+            mr_table <- Table::new(MAX_MR + MAX_MW),
+            ahs: Budget::new(MAX_AH),
+            ah_table <- Table::new(MAX_AH),
+            qps: Budget::new(MAX_QP),
+            qp_table <- Table::new(MAX_QP),
+            qp_index <- QpIndex::new(),
+            counters: crate::counters::Counters::new(),
+            read_credits: crate::limits::Credits::new(crate::limits::READ_CREDITS),
+            gsi_taken: AtomicBool::new(false),
+            srqs: Budget::new(MAX_SRQ),
+            srq_table <- Table::new(MAX_SRQ),
+            mws: Budget::new(MAX_MW),
+            mcast <- crate::mcast::Groups::new(),
+            parent,
+        }? Error)
+    }
+
+    /// The node GUID (the netdev's EUI-64).
+    pub(crate) fn node_guid(&self) -> [u8; 8] {
+        self.node_guid
+    }
+
+    /// The device's sysfs parent, if it could be made.
+    pub(crate) fn parent(&self) -> Option<&ParentDevice> {
+        self.parent.as_ref()
     }
 }

@@ -8,6 +8,9 @@
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use kernel::error::{code::ENOMEM, Result};
 
+/// The only port of a roxe device.
+pub(crate) const PORT: u32 = 1;
+
 /// Protection domains per device (rxe: 2^20).
 pub(crate) const MAX_PD: u32 = 1 << 20;
 /// Completion queues per device (rxe: 2^20).

@@ -9,8 +9,6 @@
 //! job, as for rxe: `rdma_join_multicast` joins the IP group and attaches
 //! the QP.
 
-use crate::device::Roxe;
-use crate::rdma::qp::Qp;
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::alloc::flags::GFP_KERNEL;
 use kernel::error::code::{EINVAL, ENOMEM};
@@ -155,14 +153,4 @@ impl Groups {
     pub(crate) fn members(&self, gid: &[u8; 16]) -> Option<Members> {
         self.inner.lock().tree.get(gid).copied()
     }
-}
-
-/// `attach_mcast` for a QP.
-pub(crate) fn attach(qp: &Qp<Roxe>, gid: &[u8; 16]) -> Result {
-    qp.device().data().mcast.attach(gid, qp.qp_num())
-}
-
-/// `detach_mcast` for a QP.
-pub(crate) fn detach(qp: &Qp<Roxe>, gid: &[u8; 16]) -> Result {
-    qp.device().data().mcast.detach(gid, qp.qp_num())
 }

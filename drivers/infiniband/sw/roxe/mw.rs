@@ -2,11 +2,11 @@
 
 //! Memory windows. An MW gets its rkey from the same key space as MRs, so
 //! no rkey ever names both. Its binding lives in the key table
-//! (`mr::MwState`): type 1 windows are bound with `ibv_bind_mw`, type 2
+//! (`keys::MwState`): type 1 windows are bound with `ibv_bind_mw`, type 2
 //! with a bind work request, and both through the send queue.
 
 use crate::device::Roxe;
-use crate::mr::{KeyEntry, MwState};
+use crate::keys::{self, KeyEntry, MwState};
 use crate::rdma::device::Device;
 use crate::rdma::mw::MwType;
 use crate::rdma::pd::Pd;
@@ -47,6 +47,6 @@ pub(crate) fn alloc(
 
 pub(crate) fn dealloc(dev: &Device<Roxe>, mw: RoxeMw) {
     let d = dev.data();
-    crate::mr::remove_mw(d, mw.index);
+    keys::remove_mw(&d.mr_table, mw.index);
     d.mws.give_back();
 }

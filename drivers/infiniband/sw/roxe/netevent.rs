@@ -2,7 +2,8 @@
 
 //! Netdev events that change a roxe device: its port follows the link.
 
-use crate::device::{Roxe, PORT};
+use crate::device::Roxe;
+use crate::limits::PORT;
 use crate::net::notifier::{Event, Handler};
 use crate::net::NetDevice;
 use crate::rdma::device::{Device, PortEvent};

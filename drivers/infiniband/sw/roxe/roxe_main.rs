@@ -54,11 +54,13 @@ mod uapi;
 #[deny(unsafe_code)]
 mod ah;
 #[deny(unsafe_code)]
-mod comp;
+mod counters;
 #[deny(unsafe_code)]
 mod cq;
 #[deny(unsafe_code)]
 mod device;
+#[deny(unsafe_code)]
+mod keys;
 #[deny(unsafe_code)]
 mod limits;
 #[deny(unsafe_code)]
@@ -74,10 +76,6 @@ mod pd;
 #[deny(unsafe_code)]
 mod qp;
 #[deny(unsafe_code)]
-mod req;
-#[deny(unsafe_code)]
-mod resp;
-#[deny(unsafe_code)]
 mod rx;
 #[deny(unsafe_code)]
 mod srq;
@@ -85,6 +83,8 @@ mod srq;
 mod table;
 #[deny(unsafe_code)]
 mod tx;
+#[deny(unsafe_code)]
+mod verbs;
 #[deny(unsafe_code)]
 mod wqe;
 
@@ -104,7 +104,7 @@ struct RoxeModule {
     // 3. close the RoCEv2 sockets (after the devices, so no packet finds a
     //    half-torn-down device; closing waits for running receive hooks);
     // 4. stop listening to netdev events, which only matter while devices exist.
-    _link: rdma::link::Registration<device::Link>,
+    _link: rdma::link::Registration<verbs::Link>,
     _devices: rdma::device::DriverRegistration<device::Roxe>,
     _sock6: net::udp::TunnelSocket<rx::Rx>,
     _sock4: net::udp::TunnelSocket<rx::Rx>,

@@ -5,121 +5,21 @@
 //! (requests and datagrams). Every packet that is not
 //! delivered is counted by the reason it was dropped.
 
-use crate::comp::complete;
+use crate::counters::{Drop, Event};
 use crate::device::Roxe;
 use crate::net::skb::RxSkb;
 use crate::net::udp::Receive;
+use crate::proto::headers;
 use crate::proto::headers::Packet;
-use crate::proto::headers::{self, ParseError};
 use crate::proto::icrc::{self, Icrc, IpHeader};
 use crate::proto::ip;
 use crate::proto::qp::State;
+use crate::qp::comp::complete;
+use crate::qp::resp::{recv_ud, respond};
 use crate::rdma::device::Device;
 use crate::rdma::qp::{Qp, QpType};
-use crate::resp::{recv_ud, respond};
 use crate::tx::wire;
-use core::sync::atomic::{AtomicU64, Ordering};
-use kernel::c_str;
-use kernel::prelude::*;
 use kernel::types::ARef;
-
-/// Counters that are not a parse error or a data-path drop.
-#[derive(Clone, Copy)]
-pub(crate) enum Event {
-    /// Packets delivered to a QP.
-    RxDelivered = 0,
-    /// Packets whose ICRC did not match.
-    RxBadIcrc,
-    /// Packets for a QP number that does not exist.
-    RxUnknownQp,
-    /// Packets with an IP header roxe does not take (options, not UDP).
-    RxBadIp,
-    /// Packets the kernel could not make linear.
-    RxNoMemory,
-    /// Read requests sent on overdrawn read-response credits, by QPs that
-    /// starved for them (`limits::CREDIT_STARVED_MS`).
-    ReadCreditOverdraft,
-    /// RC FLUSH requests taken with rxe's ICRC (`Icrc::finish_rxe_flush`).
-    RxFlushIcrcRxe,
-    /// RC FLUSH requests sent with rxe's ICRC.
-    TxFlushIcrcRxe,
-}
-
-const EVENTS: usize = 8;
-const PARSE: usize = ParseError::ALL.len();
-const DROPS: usize = Drop::ALL.len();
-/// How many counters a device has.
-const COUNT: usize = EVENTS + PARSE + DROPS;
-
-/// The counters' names, in order: the events, the parse errors in
-/// `ParseError::ALL` order, then the data path's drops in `Drop::ALL` order.
-pub(crate) const NAMES: [&CStr; COUNT] = [
-    c_str!("rx_delivered"),
-    c_str!("rx_drop_icrc"),
-    c_str!("rx_drop_unknown_qp"),
-    c_str!("rx_drop_ip"),
-    c_str!("rx_drop_nomem"),
-    c_str!("read_credit_overdraft"),
-    c_str!("rx_flush_icrc_rxe"),
-    c_str!("tx_flush_icrc_rxe"),
-    c_str!("rx_drop_parse_too_short"),
-    c_str!("rx_drop_parse_unknown_opcode"),
-    c_str!("rx_drop_parse_bad_version"),
-    c_str!("rx_drop_parse_truncated"),
-    c_str!("rx_drop_parse_unexpected_payload"),
-    c_str!("rx_drop_parse_misaligned"),
-    c_str!("rx_drop_transport"),
-    c_str!("rx_drop_qp_state"),
-    c_str!("rx_drop_qkey"),
-    c_str!("rx_drop_psn"),
-    c_str!("rx_drop_no_recv"),
-    c_str!("rx_drop_key"),
-    c_str!("rx_drop_unexpected"),
-    c_str!("rx_drop_length"),
-    c_str!("rx_drop_duplicate"),
-    c_str!("rx_drop_address"),
-    c_str!("rx_drop_invalid"),
-];
-
-/// A device's packet counters.
-pub(crate) struct Counters {
-    c: [AtomicU64; COUNT],
-}
-
-impl Counters {
-    pub(crate) fn new() -> Self {
-        Self {
-            c: [const { AtomicU64::new(0) }; COUNT],
-        }
-    }
-
-    fn bump(&self, i: usize) {
-        if let Some(c) = self.c.get(i) {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    pub(crate) fn event(&self, e: Event) {
-        self.bump(e as usize);
-    }
-
-    fn parse(&self, e: ParseError) {
-        self.bump(EVENTS + e.index());
-    }
-
-    fn drop(&self, d: Drop) {
-        if let Some(i) = Drop::ALL.iter().position(|x| *x == d) {
-            self.bump(EVENTS + PARSE + i);
-        }
-    }
-
-    /// The counters' values, in [`NAMES`] order.
-    pub(crate) fn read(&self, out: &mut [u64]) {
-        for (o, c) in out.iter_mut().zip(self.c.iter()) {
-            *o = c.load(Ordering::Relaxed);
-        }
-    }
-}
 
 /// The tunnel socket's receive handler.
 pub(crate) struct Rx;
@@ -273,62 +173,7 @@ fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Re
         return complete(qp, &mut st, pkt);
     }
     match this.qp_type {
-        QpType::Ud | QpType::Gsi => recv_ud(qp, &mut st, pkt, meta),
+        QpType::Ud | QpType::Gsi => recv_ud(qp, &mut st, pkt, meta.ip),
         _ => respond(qp, &mut st, pkt),
     }
-}
-
-/// Why a packet that parsed was dropped (each has a counter).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Drop {
-    /// The opcode's transport is not the QP's.
-    Transport,
-    /// The QP is not in a state that receives.
-    State,
-    /// A UD packet with the wrong Q_Key.
-    Qkey,
-    /// Out of sequence.
-    Psn,
-    /// No receive WQE was posted.
-    NoRecv,
-    /// A bad R_Key, access or range.
-    Key,
-    /// A response nothing waits for.
-    Unexpected,
-    /// A request packet whose payload is not the size its place in the
-    /// message demands, or that runs past (or stops short of) its RDMA
-    /// WRITE's DMA length, or a DMA length over 2^31; a SEND that overruns
-    /// its receive buffer or 2^31 bytes; a datagram longer than the port's
-    /// MTU.
-    Length,
-    /// A duplicate RDMA READ request that matches no request the responder
-    /// served and remembers, or that the QP or the key no longer allows.
-    Duplicate,
-    /// An RC or UC packet whose IP source and destination are not its QP's
-    /// peer and own address; a packet for a unicast QP that was not sent
-    /// to this host alone (a broadcast, a looped-back multicast); a
-    /// multicast QP number without a multicast address, or the reverse.
-    Address,
-    /// An invalid request: an opcode out of sequence (an RC message that
-    /// starts inside another or continues none), an operation the QP does
-    /// not take, or an RDMA READ or atomic for a QP with no responder
-    /// resources (`max_dest_rd_atomic` 0).
-    Invalid,
-}
-
-impl Drop {
-    /// All reasons, in counter order.
-    const ALL: [Drop; 11] = [
-        Drop::Transport,
-        Drop::State,
-        Drop::Qkey,
-        Drop::Psn,
-        Drop::NoRecv,
-        Drop::Key,
-        Drop::Unexpected,
-        Drop::Length,
-        Drop::Duplicate,
-        Drop::Address,
-        Drop::Invalid,
-    ];
 }

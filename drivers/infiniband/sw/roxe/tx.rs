@@ -3,7 +3,8 @@
 //! The transmit path: where a QP's packets go ([`Path`], the route
 //! resolved once per modify) and how one packet is built (IP, UDP, BTH,
 //! extended headers, payload, pad, ICRC) straight into the skb that goes
-//! out. Every engine sends through it.
+//! out. Every engine sends through it. UD work requests name their
+//! destination by address handle: [`AhInfo`], looked up by [`ah_with`].
 
 use crate::net::skb::Route;
 use crate::net::NetDevice;
@@ -13,8 +14,8 @@ use crate::proto::ip;
 use crate::proto::mtu::IbMtu;
 use crate::proto::opcode::{Opcode, Transport as Wire};
 use crate::proto::udp;
-use crate::qp::QpState;
 use crate::rdma::qp::QpType;
+use crate::table::Table;
 use kernel::error::code::EINVAL;
 use kernel::prelude::*;
 
@@ -170,9 +171,37 @@ pub(crate) fn wire(t: QpType) -> Wire {
     }
 }
 
-/// The path MTU a connected QP cuts messages at, and so the size of the
-/// packets it takes: the QP's path MTU, or the route's if that is smaller.
-pub(crate) fn path_mtu(st: &QpState) -> u32 {
-    let mtu = IbMtu::from_enum(st.attr.path_mtu).map_or(1024, IbMtu::bytes);
-    st.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()))
+/// Where an AH sends: everything the transmit path needs.
+#[allow(dead_code)] // `dmac` and `sl` are kept for a future L2 path.
+pub(crate) struct AhInfo {
+    pub(crate) dgid: [u8; 16],
+    pub(crate) sgid: [u8; 16],
+    pub(crate) dmac: [u8; 6],
+    pub(crate) flow_label: u32,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
+    pub(crate) sl: u8,
+    /// The PD the AH was created in (`Pd::id`).
+    pub(crate) pd: usize,
+    /// Whether user space created it (through a ucontext).
+    pub(crate) user: bool,
+}
+
+/// The device's address handles by number.
+pub(crate) type AhTable = Table<AhInfo>;
+
+/// Runs `f` on AH `num` if a QP of PD `pd` (a user QP if `user`) may send
+/// through it: the AH must be of the same PD, and of user space exactly
+/// when the QP is. PDs are per ucontext, so this also keeps each process
+/// to its own AHs.
+pub(crate) fn ah_with<R>(
+    table: &AhTable,
+    num: u32,
+    pd: usize,
+    user: bool,
+    f: impl FnOnce(&AhInfo) -> R,
+) -> Option<R> {
+    table
+        .with(num, |a| (a.pd == pd && a.user == user).then(|| f(a)))
+        .flatten()
 }

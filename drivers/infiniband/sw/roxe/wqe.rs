@@ -1,20 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Work requests as the data path sees them: receive WQEs copied out of
-//! their ring ([`RecvCopy`]), a send WQE's SGEs and length, and gathering
-//! and scattering message bytes through lkeys. User space may rewrite a
-//! slot at any time, so everything here reads a slot once and checks it.
+//! their ring ([`RecvCopy`]), scattering message bytes into their SGEs
+//! through lkeys, and splitting a message over SGEs ([`for_pieces`]; the
+//! send side's gather is in the requester). User space may rewrite a slot
+//! at any time, so everything here reads a slot once and checks it.
 
 use crate::device::Roxe;
-use crate::mr::{self, KeyError};
+use crate::keys::{self, KeyError};
 use crate::proto::access::LOCAL_WRITE;
-use crate::proto::qp::{RECV_WQE_HEADER, SEND_WQE_HEADER, SGE_SIZE};
+use crate::proto::qp::{RECV_WQE_HEADER, SGE_SIZE};
 use crate::proto::wr::{WcStatus, MAX_SGE};
-use crate::qp::RoxeQp;
 use crate::rdma::device::Device;
-use crate::rdma::qp::Qp;
 use crate::rdma::ring::Ring;
-use crate::uapi::{send_flags, RecvWqe, SendWqe, Sge};
+use crate::uapi::{RecvWqe, Sge};
 
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
 pub(crate) const MAX_MSG: u64 = 1 << 31;
@@ -88,7 +87,7 @@ impl RecvCopy {
         for_pieces(sges, off, data.len(), |va, lkey, r| {
             let src = &data[r];
             // CAST: a piece is at most an SGE length.
-            mr::with_key(dev.data(), lkey, pd, |m| {
+            keys::with_key(&dev.data().mr_table, lkey, pd, |m| {
                 m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src)
             })
         })
@@ -128,70 +127,4 @@ pub(crate) fn for_pieces(
     } else {
         Err(WcStatus::LocLenErr)
     }
-}
-
-/// The SGEs of send WQE `idx`, read from the ring one at a time.
-pub(crate) fn send_sges<'a>(
-    this: &'a RoxeQp,
-    idx: u32,
-    w: &SendWqe,
-) -> impl Iterator<Item = core::result::Result<Sge, WcStatus>> + 'a {
-    (0..w.num_sge.min(MAX_SGE)).map(move |i| {
-        this.sq
-            .read_at(
-                idx,
-                SEND_WQE_HEADER as usize + i as usize * SGE_SIZE as usize,
-            )
-            .ok_or(WcStatus::LocLenErr)
-    })
-}
-
-/// The length of a send WQE's message, checked.
-pub(crate) fn msg_len(this: &RoxeQp, idx: u32, w: &SendWqe) -> core::result::Result<u32, WcStatus> {
-    let total = if w.send_flags & send_flags::INLINE != 0 {
-        u64::from(w.inline_len)
-    } else {
-        let mut t = 0u64;
-        for s in send_sges(this, idx, w) {
-            t += u64::from(s?.length);
-        }
-        t
-    };
-    if total > MAX_MSG {
-        return Err(WcStatus::LocLenErr);
-    }
-    // CAST: at most 2^31.
-    Ok(total as u32)
-}
-
-/// Copies `dst.len()` bytes of the message of send WQE `idx`, from message
-/// offset `off`, into `dst`.
-pub(crate) fn gather(
-    qp: &Qp<Roxe>,
-    idx: u32,
-    w: &SendWqe,
-    off: u32,
-    dst: &mut [u8],
-) -> core::result::Result<(), WcStatus> {
-    let this = qp.data();
-    if w.send_flags & send_flags::INLINE != 0 {
-        return this
-            .sq
-            .read_bytes(idx, SEND_WQE_HEADER as usize + off as usize, dst)
-            .ok_or(WcStatus::LocLenErr);
-    }
-    let (dev, pd) = (qp.device().data(), qp.pd_id());
-    let len = dst.len();
-    for_pieces(
-        send_sges(this, idx, w),
-        u64::from(off),
-        len,
-        |va, lkey, r| {
-            let out = &mut dst[r];
-            // CAST: a piece is at most an SGE length.
-            mr::with_key(dev, lkey, pd, |m| {
-                m.read(m.check(va, out.len() as u32, 0)?, out)
-            })
-        },
-    )
 }

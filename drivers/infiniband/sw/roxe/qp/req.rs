@@ -5,24 +5,27 @@
 //! window, and from the QP timer when its budget ran out, always under the
 //! QP's state lock (bottom halves off). Its state is [`ReqState`].
 
-use crate::comp::arm_retry;
+use super::{QpState, RoxeQp};
 use crate::cq;
-use crate::device::{Roxe, PORT};
-use crate::mr;
+use crate::device::Roxe;
+use crate::keys;
+use crate::limits::PORT;
 use crate::net::NetDevice;
 use crate::proto::headers::{self, Bth, Deth, Ext, ImmDt, Reth, DEFAULT_PKEY};
 use crate::proto::mtu::IbMtu;
 use crate::proto::opcode::{Opcode, Operation, Position, Transport as Wire};
 use crate::proto::psn::Psn;
 use crate::proto::qp::State;
+use crate::proto::qp::{SEND_WQE_HEADER, SGE_SIZE};
 use crate::proto::seg;
 use crate::proto::udp;
+use crate::proto::wr::MAX_SGE;
 use crate::proto::wr::{SendOp, WcStatus};
-use crate::qp::{QpState, RoxeQp};
 use crate::rdma::qp::Qp;
 use crate::tx::{wire, Path};
+use crate::uapi::Sge;
 use crate::uapi::{flush, send_flags, Cqe, SendWqe};
-use crate::wqe::{gather, msg_len};
+use crate::wqe::{for_pieces, MAX_MSG};
 use kernel::alloc::KVVec;
 
 /// The requester's state: where it is in the send queue and the PSN
@@ -198,7 +201,7 @@ pub(crate) fn fail(qp: &Qp<Roxe>, st: &mut QpState, w: &SendWqe, op: SendOp, sta
     // oldest outstanding.
     complete_send(qp, st, w, op, status, 0);
     st.attr.state = State::Err;
-    crate::qp::flush_all(qp, st);
+    super::flush_all(qp, st);
 }
 
 /// Sends what is waiting in the SQ. Called with the state lock held, in RTS.
@@ -246,7 +249,7 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
         let idx = st.req.sq_sent;
         let w = this.sq.read(idx);
         let Some(op) =
-            SendOp::from_raw(w.opcode).filter(|o| o.allowed_on(crate::qp::transport(this.qp_type)))
+            SendOp::from_raw(w.opcode).filter(|o| o.allowed_on(super::transport(this.qp_type)))
         else {
             if in_flight == 0 {
                 fail(qp, st, &w, SendOp::Send, WcStatus::LocQpOpErr);
@@ -335,14 +338,23 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
 fn local_op(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp) -> core::result::Result<(), WcStatus> {
     let (dev, pd) = (qp.device().data(), qp.pd_id());
     match op {
-        SendOp::LocalInv => mr::invalidate(dev, pd, None, w.rkey).map_err(|_| WcStatus::LocQpOpErr),
+        SendOp::LocalInv => {
+            keys::invalidate(&dev.mr_table, pd, None, w.rkey).map_err(|_| WcStatus::LocQpOpErr)
+        }
         SendOp::RegMr if !qp.is_user() => {
             // CAST: the rights are the low half.
-            mr::fast_register(dev, pd, w.rkey, w.swap as u32, w.remote_addr, w.compare_add)
-                .map_err(|_| WcStatus::LocQpOpErr)
+            keys::fast_register(
+                &dev.mr_table,
+                pd,
+                w.rkey,
+                w.swap as u32,
+                w.remote_addr,
+                w.compare_add,
+            )
+            .map_err(|_| WcStatus::LocQpOpErr)
         }
         SendOp::BindMw => {
-            let a = mr::BindArgs {
+            let a = keys::BindArgs {
                 new_key: w.rkey,
                 mr_lkey: w.imm_data,
                 addr: w.remote_addr,
@@ -351,7 +363,7 @@ fn local_op(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp) -> core::result::Result<(), 
                 access: w.swap as u32,
                 type1_call: w.swap & BIND_TYPE1 != 0,
             };
-            mr::bind(dev, pd, qp.qp_num(), &a).map_err(|_| WcStatus::MwBindErr)
+            keys::bind(&dev.mr_table, pd, qp.qp_num(), &a).map_err(|_| WcStatus::MwBindErr)
         }
         _ => Err(WcStatus::LocQpOpErr),
     }
@@ -368,9 +380,13 @@ fn send_ud(
     let dev = qp.device();
     let len = msg_len(qp.data(), idx, w)?;
     // Only an AH of the QP's own PD (and user space's own, for a user QP).
-    let ah = crate::ah::with(dev.data(), w.ah_num, qp.pd_id(), qp.is_user(), |a| {
-        (a.sgid, a.dgid, a.traffic_class, a.hop_limit, a.flow_label)
-    })
+    let ah = crate::tx::ah_with(
+        &dev.data().ah_table,
+        w.ah_num,
+        qp.pd_id(),
+        qp.is_user(),
+        |a| (a.sgid, a.dgid, a.traffic_class, a.hop_limit, a.flow_label),
+    )
     .ok_or(WcStatus::LocQpOpErr)?;
     let Ok(path) = Path::resolve(ndev, ah.0, ah.1, ah.2, ah.3, ah.4) else {
         // No route: the datagram is lost, as on a wire.
@@ -479,7 +495,7 @@ fn send_flush(
         qp.device()
             .data()
             .counters
-            .event(crate::rx::Event::TxFlushIcrcRxe);
+            .event(crate::counters::Event::TxFlushIcrcRxe);
     }
     // One packet: the WQE is wholly sent, as `send_connected` leaves it.
     st.req.sq_pkt = 0;
@@ -515,7 +531,7 @@ impl ReqState {
             qp.device()
                 .data()
                 .counters
-                .event(crate::rx::Event::ReadCreditOverdraft);
+                .event(crate::counters::Event::ReadCreditOverdraft);
             return true;
         }
         self.credit_wait = true;
@@ -804,4 +820,100 @@ fn data_packet(
     req.sq_pkt += 1;
     req.npsn = req.npsn.next();
     Ok(())
+}
+
+/// The local ACK timeout in milliseconds (4.096 us << `timeout`, at least
+/// 10 ms so a slow virtual machine does not retry needlessly), or `None`
+/// for `timeout` 0, which the standard makes infinite.
+fn timeout_ms(st: &QpState) -> Option<u32> {
+    let t = st.attr.timeout.min(31);
+    if t == 0 {
+        return None;
+    }
+    let ms = (4096u64 << t) / 1_000_000;
+    // CAST: clamped to a minute.
+    Some(ms.clamp(10, 60_000) as u32)
+}
+
+/// Whether sent work waits for acknowledgement.
+pub(crate) fn outstanding(st: &QpState) -> bool {
+    st.req.sq_sent != st.sq_consumer || st.req.sq_pkt != 0
+}
+
+/// Starts the retry timer while work waits for acknowledgement.
+pub(crate) fn arm_retry(qp: &Qp<Roxe>, st: &mut QpState) {
+    if outstanding(st) && !st.comp.rnr_wait {
+        if let Some(ms) = timeout_ms(st) {
+            // This replaces a pending kick's expiry; the send it was for
+            // has just run.
+            st.req.kick = false;
+            qp.arm_timer(ms);
+        }
+    }
+}
+
+/// The SGEs of send WQE `idx`, read from the ring one at a time.
+pub(crate) fn send_sges<'a>(
+    this: &'a RoxeQp,
+    idx: u32,
+    w: &SendWqe,
+) -> impl Iterator<Item = core::result::Result<Sge, WcStatus>> + 'a {
+    (0..w.num_sge.min(MAX_SGE)).map(move |i| {
+        this.sq
+            .read_at(
+                idx,
+                SEND_WQE_HEADER as usize + i as usize * SGE_SIZE as usize,
+            )
+            .ok_or(WcStatus::LocLenErr)
+    })
+}
+
+/// The length of a send WQE's message, checked.
+pub(crate) fn msg_len(this: &RoxeQp, idx: u32, w: &SendWqe) -> core::result::Result<u32, WcStatus> {
+    let total = if w.send_flags & send_flags::INLINE != 0 {
+        u64::from(w.inline_len)
+    } else {
+        let mut t = 0u64;
+        for s in send_sges(this, idx, w) {
+            t += u64::from(s?.length);
+        }
+        t
+    };
+    if total > MAX_MSG {
+        return Err(WcStatus::LocLenErr);
+    }
+    // CAST: at most 2^31.
+    Ok(total as u32)
+}
+
+/// Copies `dst.len()` bytes of the message of send WQE `idx`, from message
+/// offset `off`, into `dst`.
+pub(crate) fn gather(
+    qp: &Qp<Roxe>,
+    idx: u32,
+    w: &SendWqe,
+    off: u32,
+    dst: &mut [u8],
+) -> core::result::Result<(), WcStatus> {
+    let this = qp.data();
+    if w.send_flags & send_flags::INLINE != 0 {
+        return this
+            .sq
+            .read_bytes(idx, SEND_WQE_HEADER as usize + off as usize, dst)
+            .ok_or(WcStatus::LocLenErr);
+    }
+    let (dev, pd) = (qp.device().data(), qp.pd_id());
+    let len = dst.len();
+    for_pieces(
+        send_sges(this, idx, w),
+        u64::from(off),
+        len,
+        |va, lkey, r| {
+            let out = &mut dst[r];
+            // CAST: a piece is at most an SGE length.
+            keys::with_key(&dev.mr_table, lkey, pd, |m| {
+                m.read(m.check(va, out.len() as u32, 0)?, out)
+            })
+        },
+    )
 }

@@ -5,10 +5,14 @@
 //! ACKs, NAKs and read responses. It runs from the UDP receive hook
 //! (softirq) under the QP's state lock. Its state is [`RespState`].
 
+use super::req::WINDOW;
+use super::QpState;
+use crate::counters::Drop;
 use crate::cq;
-use crate::device::{Roxe, PORT};
+use crate::device::Roxe;
+use crate::keys::{self, KeyError};
 use crate::limits::MAX_QP_RD_ATOM;
-use crate::mr::{self, KeyError};
+use crate::limits::PORT;
 use crate::proto::access::{
     FLUSH_GLOBAL, FLUSH_PERSISTENT, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE,
 };
@@ -24,11 +28,7 @@ use crate::proto::resp::{self, ReadRequest};
 use crate::proto::seg;
 use crate::proto::udp;
 use crate::proto::wr::{WcOp, WcStatus};
-use crate::qp::QpState;
 use crate::rdma::qp::{Qp, QpType};
-use crate::req::WINDOW;
-use crate::rx::{Drop, Meta};
-use crate::tx::path_mtu;
 use crate::uapi::{flush as flush_wqe, wc_flags, Cqe};
 use crate::wqe::{take_recv, RecvCopy, MAX_MSG};
 use kernel::alloc::flags::GFP_KERNEL_ACCOUNT;
@@ -194,16 +194,16 @@ pub(crate) fn recv_ud(
     qp: &Qp<Roxe>,
     st: &mut QpState,
     pkt: &Packet<'_>,
-    meta: &Meta<'_>,
+    ip: &[u8],
 ) -> core::result::Result<(), Drop> {
     let deth = pkt.ext.deth.ok_or(Drop::Transport)?;
     // QP1 takes any Q_Key's datagrams only with the GSI Q_Key.
     if deth.qkey != st.attr.qkey {
         return Err(Drop::Qkey);
     }
-    let grh = match meta.ip.first().map(|b| b >> 4) {
-        Some(4) => ip::grh_from_ipv4(meta.ip),
-        Some(6) => ip::grh_from_ipv6(meta.ip),
+    let grh = match ip.first().map(|b| b >> 4) {
+        Some(4) => ip::grh_from_ipv4(ip),
+        Some(6) => ip::grh_from_ipv6(ip),
         _ => None,
     }
     .ok_or(Drop::Transport)?;
@@ -238,7 +238,7 @@ pub(crate) fn recv_ud(
     cqe.src_qp = deth.src_qpn;
     cqe.wc_flags = wc_flags::GRH;
     // `enum rdma_network_type`: kernel consumers parse the GRH by it.
-    cqe.network_hdr_type = if meta.ip.first().map(|b| b >> 4) == Some(6) {
+    cqe.network_hdr_type = if ip.first().map(|b| b >> 4) == Some(6) {
         3
     } else {
         2
@@ -314,7 +314,7 @@ pub(crate) fn respond(
                 if st
                     .resp
                     .reads
-                    .find(&answered_empty(psn), path_mtu(st))
+                    .find(&answered_empty(psn), st.path_mtu())
                     .is_none()
                 {
                     return Err(Drop::Duplicate);
@@ -360,7 +360,7 @@ pub(crate) fn respond(
         }
     }
     if matches!(op, Operation::Send | Operation::RdmaWrite)
-        && !resp::payload_len_ok(pos, pkt.payload.len(), path_mtu(st))
+        && !resp::payload_len_ok(pos, pkt.payload.len(), st.path_mtu())
     {
         // Checked before anything is taken or written: a packet of the
         // wrong size is an invalid request.
@@ -499,7 +499,7 @@ fn refuse(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn, n: Nak) -> Drop {
     }
     st.resp.wctx = None;
     st.attr.state = State::Err;
-    crate::qp::flush_all(qp, st);
+    super::flush_all(qp, st);
     drop
 }
 
@@ -565,7 +565,7 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
     let mut status = WcStatus::Success;
     if let Some(ieth) = pkt.ext.ieth {
         // Send with Invalidate: the key goes once the data is in.
-        if mr::invalidate(dev.data(), pd, Some(qp.qp_num()), ieth.rkey).is_ok() {
+        if keys::invalidate(&dev.data().mr_table, pd, Some(qp.qp_num()), ieth.rkey).is_ok() {
             cqe.wc_flags |= wc_flags::WITH_INV;
             cqe.imm_data = ieth.rkey;
         } else {
@@ -601,9 +601,9 @@ fn recv_write(
             return Err(Nak::Access);
         }
         if reth.dma_len != 0 {
-            mr::with_rkey(
-                dev,
-                mr::Asker { pd, qpn },
+            keys::with_rkey(
+                &dev.mr_table,
+                keys::Asker { pd, qpn },
                 reth.rkey,
                 reth.va,
                 reth.dma_len,
@@ -638,9 +638,9 @@ fn recv_write(
     // (UC), as `refuse` does.
     if imm.is_some() {
         if n != 0 {
-            mr::with_rkey(
-                dev,
-                mr::Asker { pd, qpn },
+            keys::with_rkey(
+                &dev.mr_table,
+                keys::Asker { pd, qpn },
                 rkey,
                 va,
                 n,
@@ -660,9 +660,9 @@ fn recv_write(
         st.resp.recv = Some(RecvProgress { wqe: r, off: 0 });
     }
     if n != 0 {
-        mr::with_rkey(
-            dev,
-            mr::Asker { pd, qpn },
+        keys::with_rkey(
+            &dev.mr_table,
+            keys::Asker { pd, qpn },
             rkey,
             va,
             n,
@@ -736,9 +736,9 @@ pub(crate) fn atomic(
     }
     let swap = pkt.opcode.operation() == Operation::CompareSwap;
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    let orig = mr::with_rkey(
-        dev,
-        mr::Asker { pd, qpn },
+    let orig = keys::with_rkey(
+        &dev.mr_table,
+        keys::Asker { pd, qpn },
         a.rkey,
         a.va,
         8,
@@ -797,9 +797,9 @@ fn replay_atomic(
         return Err(Drop::Duplicate);
     }
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    if mr::with_rkey(
-        dev,
-        mr::Asker { pd, qpn },
+    if keys::with_rkey(
+        &dev.mr_table,
+        keys::Asker { pd, qpn },
         a.rkey,
         a.va,
         8,
@@ -864,9 +864,9 @@ pub(crate) fn atomic_write(
         return Err(Nak::Invalid);
     }
     let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    mr::with_rkey(
-        dev,
-        mr::Asker { pd, qpn },
+    keys::with_rkey(
+        &dev.mr_table,
+        keys::Asker { pd, qpn },
         reth.rkey,
         reth.va,
         8,
@@ -911,11 +911,11 @@ pub(crate) fn flush(
         return Err(Nak::Invalid);
     }
     let checked = if feth.selectivity == flush_wqe::MR {
-        mr::check_whole(dev, reth.rkey, pd, need)
+        keys::check_whole(&dev.mr_table, reth.rkey, pd, need)
     } else {
-        mr::with_rkey(
-            dev,
-            mr::Asker { pd, qpn },
+        keys::with_rkey(
+            &dev.mr_table,
+            keys::Asker { pd, qpn },
             reth.rkey,
             reth.va,
             reth.dma_len,
@@ -946,7 +946,7 @@ fn read_response(
     if reth.dma_len > resp::MAX_DMA_LEN {
         return Err(Nak::Length);
     }
-    let mtu = path_mtu(st);
+    let mtu = st.path_mtu();
     let Some(path) = st.path.as_ref() else {
         return Err(Nak::Invalid);
     };
@@ -955,9 +955,9 @@ fn read_response(
     let pd = qp.pd_id();
     let qpn = qp.qp_num();
     if reth.dma_len != 0 {
-        mr::with_rkey(
-            dev,
-            mr::Asker { pd, qpn },
+        keys::with_rkey(
+            &dev.mr_table,
+            keys::Asker { pd, qpn },
             reth.rkey,
             reth.va,
             reth.dma_len,
@@ -1002,9 +1002,9 @@ fn read_response(
         let va = reth.va.wrapping_add(u64::from(off));
         let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
             buf.is_empty()
-                || mr::with_rkey(
-                    dev,
-                    mr::Asker { pd, qpn },
+                || keys::with_rkey(
+                    &dev.mr_table,
+                    keys::Asker { pd, qpn },
                     reth.rkey,
                     va,
                     plen,
@@ -1048,7 +1048,8 @@ fn replay_read(
         rkey: reth.rkey,
         len: reth.dma_len,
     };
-    if st.attr.access_flags & REMOTE_READ == 0 || st.resp.reads.find(&dup, path_mtu(st)).is_none() {
+    if st.attr.access_flags & REMOTE_READ == 0 || st.resp.reads.find(&dup, st.path_mtu()).is_none()
+    {
         return Err(Drop::Duplicate);
     }
     match read_response(qp, st, pkt) {

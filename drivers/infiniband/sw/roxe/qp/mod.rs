@@ -21,16 +21,23 @@
 //! 3. Under a QP's state lock, each on its own and released before the next
 //!    is taken: the SRQ's state (`srq::pop`), a CQ's state (`cq::push`,
 //!    which queues the completion handler to run later with no roxe lock
-//!    held), the device's key table (`mr::with_key`, `mr::with_rkey`) and
-//!    its AH table (`ah::with`). None of these takes a QP lock.
+//!    held), the device's key table (`keys::with_key`, `keys::with_rkey`) and
+//!    its AH table (`tx::ah_with`). None of these takes a QP lock.
 //! 4. A QP's `post_lock` (interrupts off) is never held with any other:
 //!    kernel consumers write their WQE under it, release it, and only then
 //!    take the state lock (or leave the work to the timer when interrupts
 //!    are off).
 
-use crate::comp::CompState;
+pub(crate) mod comp;
+pub(crate) mod req;
+pub(crate) mod resp;
+
+use self::comp::CompState;
+use self::req::ReqState;
+use self::resp::RespState;
 use crate::cq;
-use crate::device::{Roxe, RoxeDev, PORT};
+use crate::device::{Roxe, RoxeDev};
+use crate::limits::PORT;
 use crate::limits::{MAX_QP_RD_ATOM, MAX_QP_WR};
 use crate::net::NetDevice;
 use crate::proto::mtu::IbMtu;
@@ -43,13 +50,11 @@ use crate::rdma::errno::eopnotsupp;
 use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType, SendWr};
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
-use crate::req::ReqState;
-use crate::resp::RespState;
 use crate::sync::SpinLockBh;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use crate::tx::Path;
 use crate::uapi::{send_flags, Cqe, CreateQpResp, RecvWqe, RingInfo, SendWqe, Sge};
-use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVVec};
+use kernel::alloc::KVVec;
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
 use kernel::prelude::*;
 use kernel::types::ARef;
@@ -97,15 +102,23 @@ pub(crate) struct QpState {
     pub(crate) ndev: Option<ARef<NetDevice>>,
     /// Where connected QPs send (set on the move to RTR).
     pub(crate) path: Option<Path>,
-    /// The requester ([`crate::req`]).
+    /// The requester ([`self::req`]).
     pub(crate) req: ReqState,
-    /// The completer ([`crate::comp`]).
+    /// The completer ([`self::comp`]).
     pub(crate) comp: CompState,
-    /// The responder ([`crate::resp`]).
+    /// The responder ([`self::resp`]).
     pub(crate) resp: RespState,
 }
 
 impl QpState {
+    /// The path MTU a connected QP cuts messages at, and so the size of the
+    /// packets it takes: the QP's path MTU, or the route's if that is
+    /// smaller.
+    pub(crate) fn path_mtu(&self) -> u32 {
+        let mtu = IbMtu::from_enum(self.attr.path_mtu).map_or(1024, IbMtu::bytes);
+        self.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()))
+    }
+
     /// Forgets the requester's, completer's and responder's progress.
     fn reset_progress(&mut self) {
         self.sq_checked = 0;
@@ -716,7 +729,7 @@ pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
     }
     st.sq_checked = pending;
     if st.attr.state == State::Rts {
-        crate::req::send_pending(qp, st);
+        self::req::send_pending(qp, st);
     }
     Ok(())
 }

@@ -6,8 +6,13 @@
 //! under the QP's state lock, from the receive hook and the timer. Its
 //! state is [`CompState`].
 
+use super::req::{
+    complete_send, fail, msg_len, outstanding, send_pending, send_sges, this_dev_credits, WINDOW,
+};
+use super::QpState;
+use crate::counters::Drop;
 use crate::device::Roxe;
-use crate::mr;
+use crate::keys;
 use crate::proto::access::LOCAL_WRITE;
 use crate::proto::aeth::{NakCode, Syndrome};
 use crate::proto::headers::Packet;
@@ -15,13 +20,9 @@ use crate::proto::opcode::{Opcode, Operation};
 use crate::proto::psn::Psn;
 use crate::proto::qp::State;
 use crate::proto::wr::{SendOp, WcStatus};
-use crate::qp::QpState;
 use crate::rdma::qp::{Qp, QpType};
-use crate::req::{complete_send, fail, send_pending, this_dev_credits, WINDOW};
-use crate::rx::Drop;
-use crate::tx::path_mtu;
 use crate::uapi::SendWqe;
-use crate::wqe::{for_pieces, msg_len, send_sges};
+use crate::wqe::for_pieces;
 
 /// The completer's state: what the responder has acknowledged, and the
 /// retry budgets.
@@ -131,7 +132,7 @@ fn read_response(
     }
     let w = this.sq.read(idx);
     let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::RdmaRead);
-    let mtu = path_mtu(st);
+    let mtu = st.path_mtu();
     let off = i.saturating_mul(mtu);
     if op == SendOp::RdmaRead {
         // Each response carries what the responder cuts at this path
@@ -294,40 +295,10 @@ fn ack(
     }
 }
 
-/// The local ACK timeout in milliseconds (4.096 us << `timeout`, at least
-/// 10 ms so a slow virtual machine does not retry needlessly), or `None`
-/// for `timeout` 0, which the standard makes infinite.
-fn timeout_ms(st: &QpState) -> Option<u32> {
-    let t = st.attr.timeout.min(31);
-    if t == 0 {
-        return None;
-    }
-    let ms = (4096u64 << t) / 1_000_000;
-    // CAST: clamped to a minute.
-    Some(ms.clamp(10, 60_000) as u32)
-}
-
 /// Whether `psn` is one the requester sent and still waits to hear of:
 /// at or after `una`, before `npsn`.
 fn awaited(st: &QpState, psn: Psn) -> bool {
     psn.in_range(st.comp.una, st.req.npsn)
-}
-
-/// Whether sent work waits for acknowledgement.
-fn outstanding(st: &QpState) -> bool {
-    st.req.sq_sent != st.sq_consumer || st.req.sq_pkt != 0
-}
-
-/// Starts the retry timer while work waits for acknowledgement.
-pub(crate) fn arm_retry(qp: &Qp<Roxe>, st: &mut QpState) {
-    if outstanding(st) && !st.comp.rnr_wait {
-        if let Some(ms) = timeout_ms(st) {
-            // This replaces a pending kick's expiry; the send it was for
-            // has just run.
-            st.req.kick = false;
-            qp.arm_timer(ms);
-        }
-    }
 }
 
 /// Rewinds the requester to the first unacknowledged PSN (go-back-N): the
@@ -375,7 +346,7 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         .swap(false, core::sync::atomic::Ordering::AcqRel)
     {
         // A kernel consumer posted with interrupts off.
-        crate::qp::run_kernel_posts(qp, st);
+        super::run_kernel_posts(qp, st);
     }
     if core::mem::take(&mut st.req.kick) {
         // More to send after a full budget.
@@ -525,7 +496,7 @@ fn scatter_read(
         |va, lkey, r| {
             let src = &data[r];
             // CAST: a piece is at most an SGE length.
-            mr::with_key(dev, lkey, pd, |m| {
+            keys::with_key(&dev.mr_table, lkey, pd, |m| {
                 m.write(m.check(va, src.len() as u32, LOCAL_WRITE)?, src)
             })
         },
