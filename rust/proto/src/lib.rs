@@ -23,6 +23,7 @@ pub mod mtu;
 pub mod opcode;
 pub mod psn;
 pub mod qp;
+pub mod recent;
 pub mod req;
 pub mod resp;
 pub mod responder;

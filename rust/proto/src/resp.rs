@@ -9,6 +9,7 @@
 
 use super::opcode::Position;
 use super::psn::Psn;
+use super::recent::Recent;
 use super::seg;
 
 /// The longest message a RETH may describe (IBTA C9-94: the DMA length is
@@ -109,13 +110,7 @@ impl ReadRequest {
 /// A requester keeps at most that many reads outstanding, so when it asks
 /// again after a loss, the request it repeats is among them. A duplicate
 /// that matches none of them is not answered.
-pub struct ReadResources<const N: usize> {
-    reqs: [ReadRequest; N],
-    /// Index of the oldest request held.
-    head: usize,
-    /// How many are held.
-    len: usize,
-}
+pub struct ReadResources<const N: usize>(Recent<ReadRequest, N>);
 
 impl<const N: usize> Default for ReadResources<N> {
     fn default() -> Self {
@@ -126,52 +121,34 @@ impl<const N: usize> Default for ReadResources<N> {
 impl<const N: usize> ReadResources<N> {
     /// No requests held.
     pub const fn new() -> Self {
-        ReadResources {
-            reqs: [ReadRequest::EMPTY; N],
-            head: 0,
-            len: 0,
-        }
+        ReadResources(Recent::new(ReadRequest::EMPTY))
     }
 
     /// Forgets every request.
     pub fn clear(&mut self) {
-        self.head = 0;
-        self.len = 0;
+        self.0.clear();
     }
 
     /// How many requests are held.
     pub fn len(&self) -> usize {
-        self.len
+        self.0.len()
     }
 
     /// Whether none is held.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.0.is_empty()
     }
 
     /// Remembers `req`, forgetting the oldest so that no more than `limit`
     /// (at least one, at most `N`) are held.
     pub fn remember(&mut self, req: ReadRequest, limit: usize) {
-        if N == 0 {
-            return;
-        }
-        let limit = limit.clamp(1, N);
-        while self.len >= limit {
-            self.head = (self.head + 1) % N;
-            self.len -= 1;
-        }
-        let at = (self.head + self.len) % N;
-        self.reqs[at] = req;
-        self.len += 1;
+        self.0.remember(req, limit);
     }
 
     /// The held request that `dup` asks again for ([`ReadRequest::covers`]),
     /// the newest if several do.
     pub fn find(&self, dup: &ReadRequest, mtu: u32) -> Option<ReadRequest> {
-        (0..self.len)
-            .rev()
-            .map(|i| self.reqs[(self.head + i) % N])
-            .find(|r| r.covers(dup, mtu))
+        self.0.find(|r| r.covers(dup, mtu))
     }
 }
 

@@ -51,6 +51,7 @@ use super::aeth::{NakCode, RnrTimer, Syndrome};
 use super::headers::Packet;
 use super::opcode::{Opcode, Operation, Position, Transport};
 use super::psn::{self, Psn};
+use super::recent::Recent;
 use super::req::{MAX_MSG, WINDOW};
 use super::resp::{self, ReadRequest, ReadResources};
 use super::seg;
@@ -251,51 +252,6 @@ impl AtomicDone {
     };
 }
 
-/// The newest atomics executed, at most `N`.
-struct AtomicResults<const N: usize> {
-    done: [AtomicDone; N],
-    head: usize,
-    len: usize,
-}
-
-impl<const N: usize> AtomicResults<N> {
-    const fn new() -> Self {
-        AtomicResults {
-            done: [AtomicDone::EMPTY; N],
-            head: 0,
-            len: 0,
-        }
-    }
-
-    fn clear(&mut self) {
-        self.head = 0;
-        self.len = 0;
-    }
-
-    /// Remembers `d`, forgetting the oldest so at most `limit` (at least
-    /// one, at most `N`) are held.
-    fn remember(&mut self, d: AtomicDone, limit: usize) {
-        if N == 0 {
-            return;
-        }
-        let limit = limit.clamp(1, N);
-        while self.len >= limit {
-            self.head = (self.head + 1) % N;
-            self.len -= 1;
-        }
-        self.done[(self.head + self.len) % N] = d;
-        self.len += 1;
-    }
-
-    /// The newest atomic executed at `psn` on `rkey` and `va`.
-    fn find(&self, psn: Psn, rkey: u32, va: u64) -> Option<AtomicDone> {
-        (0..self.len)
-            .rev()
-            .map(|i| self.done[(self.head + i) % N])
-            .find(|d| d.psn == psn && d.rkey == rkey && d.va == va)
-    }
-}
-
 /// The message in progress that took a receive WQE.
 struct RecvProgress<W> {
     wqe: W,
@@ -346,7 +302,7 @@ pub struct Responder<W, const R: usize = 128, const A: usize = 128> {
     spare: Option<W>,
     write: Option<WriteProgress>,
     reads: ReadResources<R>,
-    atomics: AtomicResults<A>,
+    atomics: Recent<AtomicDone, A>,
     stopped: bool,
 }
 
@@ -380,7 +336,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
             spare: None,
             write: None,
             reads: ReadResources::new(),
-            atomics: AtomicResults::new(),
+            atomics: Recent::new(AtomicDone::EMPTY),
             stopped: false,
         }
     }
@@ -869,7 +825,10 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
     ) -> Result<(), Discard> {
         let a = pkt.ext.atomic_eth.ok_or(Discard::Duplicate)?;
         let psn = pkt.bth.psn;
-        let Some(done) = self.atomics.find(psn, a.rkey, a.va) else {
+        let Some(done) = self
+            .atomics
+            .find(|d| d.psn == psn && d.rkey == a.rkey && d.va == a.va)
+        else {
             return Err(Discard::Duplicate);
         };
         if self.cfg.access & REMOTE_ATOMIC == 0 || !io.check_key(a.rkey, a.va, 8, REMOTE_ATOMIC) {

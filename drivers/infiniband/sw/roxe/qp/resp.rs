@@ -23,6 +23,7 @@ use crate::proto::mtu::IbMtu;
 use crate::proto::opcode::{Opcode, Operation, Position};
 use crate::proto::psn::Psn;
 use crate::proto::qp::State;
+use crate::proto::recent::Recent;
 use crate::proto::resp::ReadResources;
 use crate::proto::resp::{self, ReadRequest};
 use crate::proto::seg;
@@ -42,8 +43,8 @@ use kernel::prelude::*;
 /// (`rust/proto` `many_atomics_in_flight`).
 const ATOMIC_REPLAY: usize = MAX_QP_RD_ATOM as usize;
 
-/// The atomics the responder executed, newest at `atomic_next - 1`.
-type AtomicReplay = [AtomicDone; ATOMIC_REPLAY];
+/// The atomics the responder executed, the newest `ATOMIC_REPLAY`.
+type AtomicReplay = Recent<AtomicDone, ATOMIC_REPLAY>;
 
 /// A SEND (or the last packet of an RDMA WRITE with immediate) being
 /// received: its receive WQE and how many bytes of the message it holds.
@@ -65,8 +66,8 @@ pub(crate) struct WriteProgress {
 /// and the answer it gets.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct AtomicDone {
-    /// The request's PSN; `u32::MAX` (never a PSN) in an unused slot.
-    pub(crate) psn: u32,
+    /// The request's PSN.
+    pub(crate) psn: Psn,
     pub(crate) rkey: u32,
     pub(crate) va: u64,
     /// The value the target held before.
@@ -74,8 +75,9 @@ pub(crate) struct AtomicDone {
 }
 
 impl AtomicDone {
-    pub(crate) const NONE: Self = Self {
-        psn: u32::MAX,
+    /// What unused slots hold; never read.
+    const UNUSED: Self = Self {
+        psn: Psn::ZERO,
         rkey: 0,
         va: 0,
         orig: 0,
@@ -96,7 +98,7 @@ fn new_reads() -> Result<KBox<Reads>> {
 #[inline(never)]
 fn new_atomic_replay() -> Result<KBox<AtomicReplay>> {
     Ok(KBox::new(
-        [AtomicDone::NONE; ATOMIC_REPLAY],
+        Recent::new(AtomicDone::UNUSED),
         GFP_KERNEL_ACCOUNT,
     )?)
 }
@@ -112,7 +114,6 @@ pub(crate) struct RespState {
     /// them again.
     /// (On the heap, as `reads` is.)
     atomic_replay: KBox<AtomicReplay>,
-    atomic_next: usize,
     /// A PSN sequence NAK was sent and not yet resolved.
     nak_sent: bool,
     /// The message in progress that holds a receive WQE.
@@ -138,7 +139,6 @@ impl RespState {
             epsn: Psn::ZERO,
             msn: 0,
             atomic_replay: new_atomic_replay()?,
-            atomic_next: 0,
             nak_sent: false,
             recv: None,
             recv_spare: None,
@@ -154,7 +154,7 @@ impl RespState {
         self.wctx = None;
         self.nak_sent = false;
         self.reads.clear();
-        self.atomic_replay.fill(AtomicDone::NONE);
+        self.atomic_replay.clear();
     }
 }
 
@@ -759,14 +759,15 @@ pub(crate) fn atomic(
     )
     .map_err(|_| Nak::Access)?;
     let psn = pkt.bth.psn;
-    let slot = st.resp.atomic_next % st.resp.atomic_replay.len();
-    st.resp.atomic_replay[slot] = AtomicDone {
-        psn: psn.get(),
-        rkey: a.rkey,
-        va: a.va,
-        orig,
-    };
-    st.resp.atomic_next = st.resp.atomic_next.wrapping_add(1);
+    st.resp.atomic_replay.remember(
+        AtomicDone {
+            psn,
+            rkey: a.rkey,
+            va: a.va,
+            orig,
+        },
+        ATOMIC_REPLAY,
+    );
     // The ACK carries the MSN of this message.
     st.resp.msn = (st.resp.msn + 1) & 0x00ff_ffff;
     send_atomic_ack(qp, st, psn, orig);
@@ -788,9 +789,8 @@ fn replay_atomic(
     let done = st
         .resp
         .atomic_replay
-        .iter()
-        .find(|d| d.psn == psn.get() && d.rkey == a.rkey && d.va == a.va);
-    let Some(&AtomicDone { orig, .. }) = done else {
+        .find(|d| d.psn == psn && d.rkey == a.rkey && d.va == a.va);
+    let Some(AtomicDone { orig, .. }) = done else {
         return Err(Drop::Duplicate);
     };
     if st.attr.access_flags & REMOTE_ATOMIC == 0 {
