@@ -88,19 +88,22 @@ impl AtomicDone {
 pub(crate) type Reads = ReadResources<{ MAX_QP_RD_ATOM as usize }>;
 
 /// An empty [`Reads`] on the heap, charged to the caller's memory cgroup.
-/// Not inlined, so its stack temporary lives only in its own frame.
+/// Not inlined, so its stack temporary lives only in its own frame. The
+/// empty value is a `const`: built at run time (`ReadResources::new()`),
+/// its array and then the struct each took a temporary, twice the stack
+/// (6 KiB for [`new_atomic_replay`], which overflowed the stack of QP1's
+/// create deep in `rdma link add`).
 #[inline(never)]
 fn new_reads() -> Result<KBox<Reads>> {
-    Ok(KBox::new(ReadResources::new(), GFP_KERNEL_ACCOUNT)?)
+    const EMPTY: Reads = ReadResources::new();
+    Ok(KBox::new(EMPTY, GFP_KERNEL_ACCOUNT)?)
 }
 
 /// An empty [`AtomicReplay`] on the heap (3 KiB), as [`new_reads`].
 #[inline(never)]
 fn new_atomic_replay() -> Result<KBox<AtomicReplay>> {
-    Ok(KBox::new(
-        Recent::new(AtomicDone::UNUSED),
-        GFP_KERNEL_ACCOUNT,
-    )?)
+    const EMPTY: AtomicReplay = Recent::new(AtomicDone::UNUSED);
+    Ok(KBox::new(EMPTY, GFP_KERNEL_ACCOUNT)?)
 }
 
 /// The responder's state: the expected PSN, the message in progress, and
