@@ -8,6 +8,7 @@ use super::device::{Device, Driver};
 use super::udata::UData;
 use crate::bindings;
 use crate::proto::qp::State;
+use crate::sync::timer::{impl_has_timer, HasTimer, Timer, TimerCallback};
 use core::marker::PhantomData;
 use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result, Result};
@@ -261,11 +262,24 @@ impl<T: Driver> NewQp<'_, T> {
 pub(crate) struct Qp<T: Driver> {
     ib: Opaque<bindings::ib_qp>,
     data: T::Qp,
-    timer: Opaque<bindings::timer_list>,
+    timer: Timer<Self>,
     upcalls: super::upcall::Upcalls,
     /// Lookups through [`QpIndex::with`] running on this QP. `destroy_cb`
     /// takes the QP out of the index, then waits for this to reach zero.
     users: core::sync::atomic::AtomicU32,
+}
+
+// SAFETY: The C part is written only before the QP is published
+// (`create_cb`) or by the core under its own locks; what the driver shares
+// is `T::Qp`, which is `Sync`, and atomics.
+unsafe impl<T: Driver> Sync for Qp<T> {}
+
+impl_has_timer! { impl{T: Driver} HasTimer for Qp<T> { self.timer } }
+
+impl<T: Driver> TimerCallback for Qp<T> {
+    fn fired(this: &Self) {
+        T::qp_timer(this);
+    }
 }
 
 /// [`Upcalls`](super::upcall::Upcalls) bits of a QP: `IB_EVENT_QP_FATAL`
@@ -367,23 +381,7 @@ impl<T: Driver> Qp<T> {
     /// milliseconds, in softirq context. Once the QP is being destroyed this
     /// does nothing.
     pub(crate) fn arm_timer(&self, msecs: u32) {
-        // SAFETY: By the type invariant the timer is set up and, until the
-        // QP is destroyed, not shut down; after that `mod_timer` is a no-op.
-        unsafe { bindings::roxe_timer_arm(self.timer.get(), msecs) };
-    }
-
-    /// # Safety
-    ///
-    /// Only the RDMA core calls this, through the ops table of a device registered with this
-    /// type, for the `timer` verb: every pointer is valid for the call and its objects belong
-    /// to this driver.
-    unsafe extern "C" fn timer_cb(t: *mut bindings::timer_list) {
-        let off = core::mem::offset_of!(Self, timer);
-        // SAFETY: `t` is the `timer` field of a `Qp<T>` (only `create_cb`
-        // sets this callback up), and the timer only fires while the QP is
-        // live (`destroy_cb` shuts it down first).
-        let qp = unsafe { &*t.cast::<u8>().sub(off).cast::<Self>() };
-        T::qp_timer(qp);
+        self.timer().arm(msecs);
     }
 
     /// # Safety
@@ -492,13 +490,10 @@ impl<T: Driver> Qp<T> {
                 match never {}
             }
             // SAFETY: The timer field is ours and not in use; nothing can
-            // arm it before the QP is published below.
-            unsafe {
-                bindings::roxe_timer_setup(
-                    Opaque::raw_get(addr_of_mut!((*this).timer)),
-                    Some(Self::timer_cb),
-                )
-            };
+            // arm it before the QP is published below. The core keeps the
+            // QP in place until `destroy_cb`, which shuts the timer down
+            // before the QP goes.
+            unsafe { Timer::init(addr_of_mut!((*this).timer)) };
             // SAFETY: The field is ours, pinned with the QP, and unused until
             // the QP is published below; every path that frees the QP after
             // this (`destroy_cb`, the failed insert) cancels the work first.
@@ -591,9 +586,9 @@ impl<T: Driver> Qp<T> {
         let q = unsafe { &*this };
         T::qp_index(q.device()).remove(q.qp_num());
         q.wait_unused();
-        // SAFETY: Set up at creation. Waits for a running callback and keeps
-        // the timer from being armed again.
-        unsafe { bindings::roxe_timer_shutdown_sync(q.timer.get()) };
+        // Waits for a running callback and keeps the timer from being armed
+        // again.
+        q.timer().shutdown_sync();
         T::destroy_qp(q);
         // Unreachable now: an event still due is dropped, one running is
         // waited for.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Locks the kernel's Rust library of this version does not offer.
+//! Locks and a timer the kernel's Rust library of this version does not
+//! offer.
 //!
 //! The data path runs in softirq (the UDP tunnel's receive hook) as well as
 //! in process context (verbs calls). A lock taken in both must disable
@@ -104,3 +105,5 @@ unsafe impl kernel::sync::lock::Backend for SpinLockBhBackend {
         unsafe { bindings::roxe_spin_unlock_bh(ptr.cast()) }
     }
 }
+
+pub(crate) mod timer;
