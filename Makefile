@@ -39,9 +39,11 @@ kdir:
 # fresh machine needs nothing but `make setup` first.
 # tests/kmod holds test-only kernel verbs consumers (C) that guest scripts
 # load; they build with the module, so every VM test finds them.
+# scripts/frame-check fails the build on a stack frame over 3.5 KiB.
 BUILD_MODULE = KDIR=$$($(ROOT)/scripts/kernel) && \
 	$(MAKE) -C "$$KDIR" M=$(ROOT) RUSTC=$(RUSTC) BINDGEN=$(BINDGEN) \
 		CLIPPY=$(CLIPPY) CLIPPY_DRIVER=$(CLIPPY_DRIVER) modules && \
+	$(ROOT)/scripts/frame-check $(ROOT)/roxe.ko && \
 	$(MAKE) -C "$$KDIR" M=$(ROOT)/tests/kmod modules
 BUILD_PROVIDER = cargo build --release --locked --manifest-path $(ROOT)/userspace-provider/Cargo.toml
 

@@ -6,6 +6,7 @@ use super::device::{Device, Driver};
 use super::udata::UData;
 use super::upcall::Upcalls;
 use crate::bindings;
+use crate::proto::wr::{WcOp, WcStatus};
 use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result};
 use kernel::ffi::c_int;
@@ -50,8 +51,93 @@ const UPCALL_COMP: u32 = 1;
 /// [`Upcalls`] bits of a CQ: `IB_EVENT_CQ_ERR` is due.
 const UPCALL_ERR: u32 = 2;
 
-/// `IBV_WC_WITH_INV`: the CQE's `imm_data` is the invalidated rkey.
-const WC_WITH_INV: u32 = crate::uapi::wc_flags::WITH_INV;
+/// What a completion carries besides its length: the immediate data of a
+/// SEND or RDMA WRITE with immediate, or the rkey a SEND with invalidate
+/// invalidated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WcExtra {
+    /// Nothing.
+    None,
+    /// Immediate data, in network byte order as it came.
+    Imm(u32),
+    /// The rkey invalidated.
+    Invalidated(u32),
+}
+
+/// A work completion for a kernel consumer (`struct ib_wc`), which
+/// [`Driver::poll_cq`] hands back; the QP it names is looked up here.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wc {
+    pub(crate) wr_id: u64,
+    pub(crate) status: WcStatus,
+    pub(crate) opcode: WcOp,
+    /// Driver detail for an error completion.
+    pub(crate) vendor_err: u32,
+    pub(crate) byte_len: u32,
+    /// The local QP.
+    pub(crate) qp_num: u32,
+    /// UD: the sender's QP.
+    pub(crate) src_qp: u32,
+    pub(crate) extra: WcExtra,
+    /// UD: a GRH precedes the data.
+    pub(crate) grh: bool,
+    /// UD: the `enum rdma_network_type` the datagram came by, if known.
+    pub(crate) network_hdr_type: Option<u8>,
+    pub(crate) pkey_index: u16,
+    pub(crate) sl: u8,
+    pub(crate) port_num: u8,
+}
+
+// The typed completion codes are the kernel's `enum ib_wc_status` and
+// `enum ib_wc_opcode` values, so `poll_cb` passes them on as they are.
+const fn pairs_equal(pairs: &[(u32, u32)]) -> bool {
+    let mut i = 0;
+    while i < pairs.len() {
+        if pairs[i].0 != pairs[i].1 {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+const _: () = {
+    use bindings::*;
+    use WcOp as O;
+    use WcStatus as S;
+    assert!(pairs_equal(&[
+        (O::Send as u32, ib_wc_opcode_IB_WC_SEND),
+        (O::RdmaWrite as u32, ib_wc_opcode_IB_WC_RDMA_WRITE),
+        (O::RdmaRead as u32, ib_wc_opcode_IB_WC_RDMA_READ),
+        (O::CompSwap as u32, ib_wc_opcode_IB_WC_COMP_SWAP),
+        (O::FetchAdd as u32, ib_wc_opcode_IB_WC_FETCH_ADD),
+        (O::BindMw as u32, ib_wc_opcode_IB_WC_BIND_MW),
+        (O::LocalInv as u32, ib_wc_opcode_IB_WC_LOCAL_INV),
+        (O::Flush as u32, ib_wc_opcode_IB_WC_FLUSH),
+        (O::AtomicWrite as u32, ib_wc_opcode_IB_WC_ATOMIC_WRITE),
+        (O::RegMr as u32, ib_wc_opcode_IB_WC_REG_MR),
+        (O::Recv as u32, ib_wc_opcode_IB_WC_RECV),
+        (O::RecvRdmaImm as u32, ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM),
+    ]));
+    assert!(pairs_equal(&[
+        (S::Success as u32, ib_wc_status_IB_WC_SUCCESS),
+        (S::LocLenErr as u32, ib_wc_status_IB_WC_LOC_LEN_ERR),
+        (S::LocQpOpErr as u32, ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+        (S::LocProtErr as u32, ib_wc_status_IB_WC_LOC_PROT_ERR),
+        (S::WrFlushErr as u32, ib_wc_status_IB_WC_WR_FLUSH_ERR),
+        (S::MwBindErr as u32, ib_wc_status_IB_WC_MW_BIND_ERR),
+        (S::BadRespErr as u32, ib_wc_status_IB_WC_BAD_RESP_ERR),
+        (S::LocAccessErr as u32, ib_wc_status_IB_WC_LOC_ACCESS_ERR),
+        (S::RemInvReqErr as u32, ib_wc_status_IB_WC_REM_INV_REQ_ERR),
+        (S::RemAccessErr as u32, ib_wc_status_IB_WC_REM_ACCESS_ERR),
+        (S::RemOpErr as u32, ib_wc_status_IB_WC_REM_OP_ERR),
+        (S::RetryExcErr as u32, ib_wc_status_IB_WC_RETRY_EXC_ERR),
+        (
+            S::RnrRetryExcErr as u32,
+            ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR
+        ),
+        (S::GeneralErr as u32, ib_wc_status_IB_WC_GENERAL_ERR),
+    ]));
+};
 
 impl<T: Driver> Cq<T> {
     /// The driver's data.
@@ -81,9 +167,8 @@ impl<T: Driver> Cq<T> {
 
     /// # Safety
     ///
-    /// Only the RDMA core calls this, through the ops table of a device registered with this
-    /// type, for the `upcall` verb: every pointer is valid for the call and its objects belong
-    /// to this driver.
+    /// Only the workqueue calls this, for the work item `create_cb` set up in
+    /// the `upcalls` of a CQ: `work` is that field of a live CQ.
     unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
         // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
         // of a `Cq<T>`; the work item runs only while the CQ is live
@@ -233,25 +318,33 @@ impl<T: Driver> Cq<T> {
             let Some(c) = T::poll_cq(this) else { break };
             let mut w = bindings::ib_wc::default();
             w.__bindgen_anon_1.wr_id = c.wr_id;
-            w.status = c.status;
-            w.opcode = c.opcode;
+            w.status = c.status as u32;
+            w.opcode = c.opcode as u32;
             w.vendor_err = c.vendor_err;
             w.byte_len = c.byte_len;
             w.qp = index.raw(c.qp_num);
-            w.ex.imm_data = c.imm_data;
             w.src_qp = c.src_qp;
-            // CAST: flag bits. `IB_WC_GRH` and `IB_WC_WITH_IMM` equal the
-            // `IBV_WC_*` bits the CQE carries; `IBV_WC_WITH_INV` does not.
-            w.wc_flags = (c.wc_flags & !WC_WITH_INV) as c_int;
-            if c.wc_flags & WC_WITH_INV != 0 {
-                // CAST: a flag bit.
-                w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE as c_int;
+            let mut flags = 0u32;
+            match c.extra {
+                WcExtra::None => {}
+                WcExtra::Imm(imm) => {
+                    w.ex.imm_data = imm;
+                    flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM;
+                }
+                WcExtra::Invalidated(rkey) => {
+                    w.ex.invalidate_rkey = rkey;
+                    flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+                }
             }
-            if c.network_hdr_type != 0 {
-                w.network_hdr_type = c.network_hdr_type;
-                // CAST: a flag bit.
-                w.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as c_int;
+            if c.grh {
+                flags |= bindings::ib_wc_flags_IB_WC_GRH;
             }
+            if let Some(t) = c.network_hdr_type {
+                w.network_hdr_type = t;
+                flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
+            }
+            // CAST: flag bits, each below bit 31.
+            w.wc_flags = flags as c_int;
             w.pkey_index = c.pkey_index;
             w.sl = c.sl;
             w.port_num = u32::from(c.port_num);

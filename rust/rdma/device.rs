@@ -195,10 +195,10 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     fn post_send(qp: &Qp<Self>, wr: &super::qp::SendWr<'_, Self>) -> Result;
 
     /// A kernel consumer posts a receive work request.
-    fn post_recv(qp: &Qp<Self>, wr_id: u64, sges: &[crate::uapi::Sge]) -> Result;
+    fn post_recv(qp: &Qp<Self>, wr_id: u64, sges: &[super::qp::Sge]) -> Result;
 
     /// Takes the next completion from a kernel consumer's CQ.
-    fn poll_cq(cq: &Cq<Self>) -> Option<crate::uapi::Cqe>;
+    fn poll_cq(cq: &Cq<Self>) -> Option<super::cq::Wc>;
 
     /// The QP's timer (see [`Qp::arm_timer`]) fired; runs in softirq.
     fn qp_timer(qp: &Qp<Self>);
@@ -233,7 +233,7 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     fn destroy_srq(srq: &Srq<Self>);
 
     /// A kernel consumer posts a receive to an SRQ.
-    fn post_srq_recv(srq: &Srq<Self>, wr_id: u64, sges: &[crate::uapi::Sge]) -> Result;
+    fn post_srq_recv(srq: &Srq<Self>, wr_id: u64, sges: &[super::qp::Sge]) -> Result;
 
     /// Per-MW state.
     type Mw: Send + Sync;

@@ -422,9 +422,8 @@ impl<T: Driver> Qp<T> {
 
     /// # Safety
     ///
-    /// Only the RDMA core calls this, through the ops table of a device registered with this
-    /// type, for the `upcall` verb: every pointer is valid for the call and its objects belong
-    /// to this driver.
+    /// Only the workqueue calls this, for the work item `create_cb` set up in
+    /// the `upcalls` of a QP: `work` is that field of a live QP.
     unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
         // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
         // of a `Qp<T>`; the work item runs only while the QP is live
@@ -679,7 +678,7 @@ impl<T: Driver> Qp<T> {
 pub(super) unsafe fn post_recv_chain(
     wr: *const bindings::ib_recv_wr,
     bad: *mut *const bindings::ib_recv_wr,
-    mut post: impl FnMut(u64, &[crate::uapi::Sge]) -> Result,
+    mut post: impl FnMut(u64, &[Sge]) -> Result,
 ) -> c_int {
     let mut cur = wr;
     while !cur.is_null() {
@@ -701,24 +700,30 @@ pub(super) unsafe fn post_recv_chain(
     0
 }
 
+/// A scatter/gather element of a kernel work request (`struct ib_sge`): a
+/// range of a memory region, named by its lkey.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Sge {
+    pub(crate) addr: u64,
+    pub(crate) length: u32,
+    pub(crate) lkey: u32,
+}
+
 /// Copies a kernel consumer's SGE list (at most `MAX_SGE` entries).
 ///
 /// # Safety
 ///
 /// `list` must point to `n` valid `ib_sge`s when `n > 0`.
-unsafe fn sges(
-    list: *const bindings::ib_sge,
-    n: c_int,
-) -> Result<(usize, [crate::uapi::Sge; MAX_SGE])> {
+unsafe fn sges(list: *const bindings::ib_sge, n: c_int) -> Result<(usize, [Sge; MAX_SGE])> {
     let n = usize::try_from(n).map_err(|_| EINVAL)?;
     if n > MAX_SGE {
         return Err(EINVAL);
     }
-    let mut out = [crate::uapi::Sge::default(); MAX_SGE];
+    let mut out = [Sge::default(); MAX_SGE];
     for (i, o) in out.iter_mut().enumerate().take(n) {
         // SAFETY: `i < n`, within the caller's list.
         let s = unsafe { &*list.add(i) };
-        *o = crate::uapi::Sge {
+        *o = Sge {
             addr: s.addr,
             length: s.length,
             lkey: s.lkey,
@@ -739,7 +744,7 @@ pub(crate) struct SendWr<'a, T: Driver> {
     pub(crate) send_flags: u32,
     /// Immediate data as sent (big-endian bits), or the rkey to invalidate.
     pub(crate) imm_data: u32,
-    sge_list: [crate::uapi::Sge; MAX_SGE],
+    sge_list: [Sge; MAX_SGE],
     num_sge: usize,
     /// RDMA and atomics: the remote address. `IB_WR_REG_MR`: the MR's
     /// first byte.
@@ -838,7 +843,7 @@ impl<T: Driver> SendWr<'_, T> {
     }
 
     /// The SGEs.
-    pub(crate) fn sges(&self) -> &[crate::uapi::Sge] {
+    pub(crate) fn sges(&self) -> &[Sge] {
         &self.sge_list[..self.num_sge]
     }
 }

@@ -84,9 +84,8 @@ impl<T: Driver> Srq<T> {
 
     /// # Safety
     ///
-    /// Only the RDMA core calls this, through the ops table of a device registered with this
-    /// type, for the `upcall` verb: every pointer is valid for the call and its objects belong
-    /// to this driver.
+    /// Only the workqueue calls this, for the work item `create_cb` set up in
+    /// the `upcalls` of an SRQ: `work` is that field of a live SRQ.
     unsafe extern "C" fn upcall_cb(work: *mut bindings::work_struct) {
         // SAFETY: Only `create_cb` sets this function up, for the `upcalls`
         // of an `Srq<T>`; the work item runs only while the SRQ is live

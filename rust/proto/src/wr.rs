@@ -174,6 +174,52 @@ pub enum WcStatus {
     GeneralErr = 21,
 }
 
+impl WcOp {
+    /// Parses a completion opcode.
+    pub fn from_raw(v: u32) -> Option<WcOp> {
+        use WcOp::*;
+        Some(match v {
+            0 => Send,
+            1 => RdmaWrite,
+            2 => RdmaRead,
+            3 => CompSwap,
+            4 => FetchAdd,
+            5 => BindMw,
+            6 => LocalInv,
+            8 => Flush,
+            9 => AtomicWrite,
+            10 => RegMr,
+            128 => Recv,
+            129 => RecvRdmaImm,
+            _ => return None,
+        })
+    }
+}
+
+impl WcStatus {
+    /// Parses a completion status.
+    pub fn from_raw(v: u32) -> Option<WcStatus> {
+        use WcStatus::*;
+        Some(match v {
+            0 => Success,
+            1 => LocLenErr,
+            2 => LocQpOpErr,
+            4 => LocProtErr,
+            5 => WrFlushErr,
+            6 => MwBindErr,
+            7 => BadRespErr,
+            8 => LocAccessErr,
+            9 => RemInvReqErr,
+            10 => RemAccessErr,
+            11 => RemOpErr,
+            12 => RetryExcErr,
+            13 => RnrRetryExcErr,
+            21 => GeneralErr,
+            _ => return None,
+        })
+    }
+}
+
 /// The largest number of SGEs a work request may carry.
 pub const MAX_SGE: u32 = 32;
 /// The largest inline payload of a send.
@@ -193,6 +239,23 @@ mod tests {
         assert_eq!(SendOp::from_raw(10), None); // TSO: raw packet QPs only
         assert_eq!(SendOp::from_raw(11), None);
         assert_eq!(SendOp::from_raw(u32::MAX), None);
+    }
+
+    #[test]
+    fn completion_codes_round_trip() {
+        let mut ops = 0;
+        let mut statuses = 0;
+        for v in 0..256 {
+            if let Some(op) = WcOp::from_raw(v) {
+                assert_eq!(op as u32, v);
+                ops += 1;
+            }
+            if let Some(st) = WcStatus::from_raw(v) {
+                assert_eq!(st as u32, v);
+                statuses += 1;
+            }
+        }
+        assert_eq!((ops, statuses), (12, 14));
     }
 
     #[test]

@@ -6,14 +6,15 @@
 use crate::device::Roxe;
 use crate::limits::{MAX_CQE, MAX_CQ_SLOTS};
 use crate::proto::ring::Geometry;
-use crate::rdma::cq::{Cq, CqInit, Notify};
+use crate::proto::wr::{WcOp, WcStatus};
+use crate::rdma::cq::{Cq, CqInit, Notify, Wc, WcExtra};
 use crate::rdma::device::Device;
 use crate::rdma::errno::eopnotsupp;
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
 use crate::sync::new_spinlock_bh;
 use crate::sync::SpinLockBh;
-use crate::uapi::{Cqe, CreateCqResp};
+use crate::uapi::{wc_flags, Cqe, CreateCqResp};
 use core::mem::size_of;
 use kernel::error::code::{EINVAL, EIO, ENOMEM};
 use kernel::prelude::*;
@@ -212,7 +213,7 @@ pub(crate) fn push(
 }
 
 /// Takes the next completion from a kernel consumer's CQ.
-pub(crate) fn pop(cq: &Cq<Roxe>) -> Option<Cqe> {
+pub(crate) fn pop(cq: &Cq<Roxe>) -> Option<Wc> {
     let st = cq.data().state.lock();
     let c = st.ring.consumer();
     if c == st.producer || st.broken {
@@ -220,5 +221,33 @@ pub(crate) fn pop(cq: &Cq<Roxe>) -> Option<Cqe> {
     }
     let e = st.ring.read(c);
     st.ring.set_consumer(c.wrapping_add(1));
-    Some(e)
+    Some(to_wc(&e))
+}
+
+/// A CQE as the RDMA core's work completion. A kernel CQ's ring is the
+/// driver's alone, so its codes are ones the data path wrote; an unknown
+/// one would be a driver bug and reads as a general error.
+fn to_wc(c: &Cqe) -> Wc {
+    let extra = if c.wc_flags & wc_flags::WITH_INV != 0 {
+        WcExtra::Invalidated(c.imm_data)
+    } else if c.wc_flags & wc_flags::WITH_IMM != 0 {
+        WcExtra::Imm(c.imm_data)
+    } else {
+        WcExtra::None
+    };
+    Wc {
+        wr_id: c.wr_id,
+        status: WcStatus::from_raw(c.status).unwrap_or(WcStatus::GeneralErr),
+        opcode: WcOp::from_raw(c.opcode).unwrap_or(WcOp::Send),
+        vendor_err: c.vendor_err,
+        byte_len: c.byte_len,
+        qp_num: c.qp_num,
+        src_qp: c.src_qp,
+        extra,
+        grh: c.wc_flags & wc_flags::GRH != 0,
+        network_hdr_type: (c.network_hdr_type != 0).then_some(c.network_hdr_type),
+        pkey_index: c.pkey_index,
+        sl: c.sl,
+        port_num: c.port_num,
+    }
 }

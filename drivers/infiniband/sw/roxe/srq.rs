@@ -8,6 +8,7 @@ use crate::limits::{MAX_SRQ_SGE, MAX_SRQ_WR};
 use crate::proto::qp as qpx;
 use crate::proto::ring::Geometry;
 use crate::rdma::device::Device;
+use crate::rdma::qp::Sge;
 use crate::rdma::ring::Ring;
 use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
 use crate::rdma::udata::UData;
@@ -250,37 +251,13 @@ pub(crate) fn destroy(srq: &Srq<Roxe>) {
 
 /// A kernel consumer's receive, written to the SRQ's kernel ring. QPs on
 /// the SRQ take it when a message arrives.
-pub(crate) fn post_kernel_recv(srq: &Srq<Roxe>, wr_id: u64, sges: &[crate::uapi::Sge]) -> Result {
+pub(crate) fn post_kernel_recv(srq: &Srq<Roxe>, wr_id: u64, sges: &[Sge]) -> Result {
     let this = srq.data();
     if sges.len() > this.max_sge as usize {
         return Err(EINVAL);
     }
     let st = this.state.lock();
-    let ring = &st.ring;
-    let prod = ring.producer();
-    if ring
-        .geometry()
-        .free(prod, ring.consumer())
-        .map_err(|_| EINVAL)?
-        == 0
-    {
-        return Err(ENOMEM);
-    }
-    // CAST: at most MAX_SRQ_SGE.
-    ring.write(
-        prod,
-        RecvWqe {
-            wr_id,
-            num_sge: sges.len() as u32,
-            _reserved: 0,
-        },
-    );
-    for (i, s) in sges.iter().enumerate() {
-        let off = (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize;
-        ring.write_at(prod, off, *s).ok_or(EINVAL)?;
-    }
-    ring.set_producer(prod.wrapping_add(1));
-    Ok(())
+    crate::wqe::post_kernel_recv(&st.ring, wr_id, sges)
 }
 
 /// Takes the next receive WQE for a QP on this SRQ, and raises the limit

@@ -22,13 +22,13 @@ use crate::rdma::ah::AhAttr;
 use crate::rdma::attr::{
     DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP,
 };
-use crate::rdma::cq::{Cq, CqInit, Notify};
+use crate::rdma::cq::{Cq, CqInit, Notify, Wc};
 use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN};
 use crate::rdma::link::LinkOps;
 use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
 use crate::rdma::mw::MwType;
 use crate::rdma::pd::Pd;
-use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit};
+use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit, Sge};
 use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
 use crate::rdma::sysfs::Buffer;
 use crate::rdma::udata::UData;
@@ -318,11 +318,11 @@ impl Driver for Roxe {
         qp::post_kernel_send(q, wr)
     }
 
-    fn post_recv(q: &Qp<Self>, wr_id: u64, sges: &[uapi::Sge]) -> Result {
+    fn post_recv(q: &Qp<Self>, wr_id: u64, sges: &[Sge]) -> Result {
         qp::post_kernel_recv(q, wr_id, sges)
     }
 
-    fn poll_cq(c: &Cq<Self>) -> Option<uapi::Cqe> {
+    fn poll_cq(c: &Cq<Self>) -> Option<Wc> {
         cq::pop(c)
     }
 
@@ -361,7 +361,7 @@ impl Driver for Roxe {
         srq::destroy(s)
     }
 
-    fn post_srq_recv(s: &Srq<Self>, wr_id: u64, sges: &[uapi::Sge]) -> Result {
+    fn post_srq_recv(s: &Srq<Self>, wr_id: u64, sges: &[Sge]) -> Result {
         srq::post_kernel_recv(s, wr_id, sges)
     }
 

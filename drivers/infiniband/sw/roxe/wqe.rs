@@ -12,8 +12,11 @@ use crate::proto::access::LOCAL_WRITE;
 use crate::proto::qp::{RECV_WQE_HEADER, SGE_SIZE};
 use crate::proto::wr::{WcStatus, MAX_SGE};
 use crate::rdma::device::Device;
+use crate::rdma::qp::Sge as KSge;
 use crate::rdma::ring::Ring;
 use crate::uapi::{RecvWqe, Sge};
+use kernel::error::code::{EINVAL, ENOMEM};
+use kernel::prelude::*;
 
 /// Longest message (2 GiB, as IBTA's 31-bit DMA length allows).
 pub(crate) const MAX_MSG: u64 = 1 << 31;
@@ -23,6 +26,49 @@ pub(crate) struct RecvCopy {
     wr_id: u64,
     num_sge: usize,
     sges: [Sge; MAX_SGE as usize],
+}
+
+/// A kernel work request's SGE as a ring slot holds it.
+impl From<KSge> for Sge {
+    fn from(s: KSge) -> Self {
+        Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        }
+    }
+}
+
+/// Writes a kernel consumer's receive (`wr_id` and `sges`) into the kernel
+/// ring `ring` at its producer index and publishes it. The caller holds
+/// the lock that serialises posts to the ring and has checked the SGE
+/// count against what the queue was created with. `ENOMEM` if the ring is
+/// full.
+pub(crate) fn post_kernel_recv(ring: &Ring<RecvWqe>, wr_id: u64, sges: &[KSge]) -> Result {
+    let prod = ring.producer();
+    if ring
+        .geometry()
+        .free(prod, ring.consumer())
+        .map_err(|_| EINVAL)?
+        == 0
+    {
+        return Err(ENOMEM);
+    }
+    ring.write(
+        prod,
+        RecvWqe {
+            wr_id,
+            // CAST: the caller checked the count, at most MAX_SGE.
+            num_sge: sges.len() as u32,
+            _reserved: 0,
+        },
+    );
+    for (i, s) in sges.iter().enumerate() {
+        let off = RECV_WQE_HEADER as usize + SGE_SIZE as usize * i;
+        ring.write_at(prod, off, Sge::from(*s)).ok_or(EINVAL)?;
+    }
+    ring.set_producer(prod.wrapping_add(1));
+    Ok(())
 }
 
 /// Takes the next receive WQE from `ring` at `*consumer`, copying it out and

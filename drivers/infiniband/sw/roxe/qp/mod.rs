@@ -47,7 +47,9 @@ use crate::proto::ring::Geometry;
 use crate::proto::wr::{SendOp, Transport, WcOp, WcStatus, MAX_INLINE, MAX_SGE};
 use crate::rdma::ah::{AhAttr, GidType};
 use crate::rdma::errno::eopnotsupp;
-use crate::rdma::qp::{mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType, SendWr};
+use crate::rdma::qp::{
+    mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType, SendWr, Sge as KSge,
+};
 use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
 use crate::sync::SpinLockBh;
@@ -810,7 +812,7 @@ pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
                 .write_at(
                     prod,
                     (qpx::SEND_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize,
-                    *s,
+                    Sge::from(*s),
                 )
                 .ok_or(EINVAL)?;
         }
@@ -835,7 +837,7 @@ fn kernel_post_done(qp: &Qp<Roxe>) -> Result {
 }
 
 /// A kernel consumer's receive, written to the kernel RQ ring.
-pub(crate) fn post_kernel_recv(qp: &Qp<Roxe>, wr_id: u64, sges: &[Sge]) -> Result {
+pub(crate) fn post_kernel_recv(qp: &Qp<Roxe>, wr_id: u64, sges: &[KSge]) -> Result {
     let this = qp.data();
     // Kernel QPs on an SRQ post to the SRQ.
     let rq = this.rq.as_ref().ok_or(EINVAL)?;
@@ -844,33 +846,7 @@ pub(crate) fn post_kernel_recv(qp: &Qp<Roxe>, wr_id: u64, sges: &[Sge]) -> Resul
     }
     {
         let _post = this.post_lock.lock();
-        let prod = rq.producer();
-        if rq
-            .geometry()
-            .free(prod, rq.consumer())
-            .map_err(|_| EINVAL)?
-            == 0
-        {
-            return Err(ENOMEM);
-        }
-        // CAST: at most MAX_SGE.
-        rq.write(
-            prod,
-            RecvWqe {
-                wr_id,
-                num_sge: sges.len() as u32,
-                _reserved: 0,
-            },
-        );
-        for (i, s) in sges.iter().enumerate() {
-            rq.write_at(
-                prod,
-                (qpx::RECV_WQE_HEADER + qpx::SGE_SIZE * i as u32) as usize,
-                *s,
-            )
-            .ok_or(EINVAL)?;
-        }
-        rq.set_producer(prod.wrapping_add(1));
+        crate::wqe::post_kernel_recv(rq, wr_id, sges)?;
     }
     kernel_post_done(qp)
 }
