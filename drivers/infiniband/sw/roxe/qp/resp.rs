@@ -256,18 +256,37 @@ pub(crate) fn recv_ud(
 
 /// Sends an ACK or NAK for `psn`.
 fn send_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, syndrome: Syndrome) {
-    let Some(path) = st.path.as_ref() else { return };
-    let bth = Bth::new(
+    send_bare(
+        qp,
+        st,
         Opcode::RcAcknowledge,
-        DEFAULT_PKEY,
-        st.attr.dest_qp_num,
         psn,
+        syndrome,
+        st.resp.msn,
+        None,
     );
+}
+
+/// Sends a response that carries no payload: an ACKNOWLEDGE, an ATOMIC
+/// ACKNOWLEDGE (with `orig`, the value the target held) or an empty RDMA
+/// READ RESPONSE ONLY, with AETH `syndrome` and `msn`.
+fn send_bare(
+    qp: &Qp<Roxe>,
+    st: &QpState,
+    opcode: Opcode,
+    psn: Psn,
+    syndrome: Syndrome,
+    msn: u32,
+    orig: Option<u64>,
+) {
+    let Some(path) = st.path.as_ref() else { return };
+    let bth = Bth::new(opcode, DEFAULT_PKEY, st.attr.dest_qp_num, psn);
     let ext = Ext {
         aeth: Some(Aeth {
             syndrome: syndrome.to_u8(),
-            msn: st.resp.msn,
+            msn,
         }),
+        atomic_ack_eth: orig.map(|orig| headers::AtomicAckEth { orig }),
         ..Ext::default()
     };
     let _ = path.send(
@@ -702,28 +721,8 @@ fn recv_write(
 
 /// Sends the ATOMIC ACKNOWLEDGE for `psn` with the original value.
 fn send_atomic_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, orig: u64) {
-    let Some(path) = st.path.as_ref() else { return };
-    let bth = Bth::new(
-        Opcode::RcAtomicAcknowledge,
-        DEFAULT_PKEY,
-        st.attr.dest_qp_num,
-        psn,
-    );
-    let ext = Ext {
-        aeth: Some(Aeth {
-            syndrome: Syndrome::ACK.to_u8(),
-            msn: st.resp.msn,
-        }),
-        atomic_ack_eth: Some(headers::AtomicAckEth { orig }),
-        ..Ext::default()
-    };
-    let _ = path.send(
-        udp::source_port(qp.qp_num(), st.attr.dest_qp_num),
-        &bth,
-        &ext,
-        0,
-        |_| true,
-    );
+    let (op, msn) = (Opcode::RcAtomicAcknowledge, st.resp.msn);
+    send_bare(qp, st, op, psn, Syndrome::ACK, msn, Some(orig));
 }
 
 /// Executes a CmpSwap or FetchAdd on 8 aligned bytes of an MR, answers it,
@@ -832,27 +831,8 @@ fn answered_empty(psn: Psn) -> ReadRequest {
 /// Sends the empty RDMA READ RESPONSE ONLY that acknowledges an Atomic
 /// Write at `psn`, with MSN `msn`.
 fn send_read_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, msn: u32) {
-    let Some(path) = st.path.as_ref() else { return };
-    let bth = Bth::new(
-        Opcode::RcRdmaReadResponseOnly,
-        DEFAULT_PKEY,
-        st.attr.dest_qp_num,
-        psn,
-    );
-    let ext = Ext {
-        aeth: Some(Aeth {
-            syndrome: Syndrome::ACK.to_u8(),
-            msn,
-        }),
-        ..Ext::default()
-    };
-    let _ = path.send(
-        udp::source_port(qp.qp_num(), st.attr.dest_qp_num),
-        &bth,
-        &ext,
-        0,
-        |_| true,
-    );
+    let op = Opcode::RcRdmaReadResponseOnly;
+    send_bare(qp, st, op, psn, Syndrome::ACK, msn, None);
 }
 
 /// Executes an Atomic Write: 8 bytes to an aligned address, in one store
