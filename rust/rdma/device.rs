@@ -27,6 +27,7 @@ use core::ptr::{addr_of_mut, NonNull};
 use kernel::error::{code::*, from_result, Error, Result};
 use kernel::ffi::{c_char, c_int};
 use kernel::init::PinInit;
+use kernel::macros::vtable;
 use kernel::str::CStr;
 use kernel::types::{ARef, AlwaysRefCounted, Opaque};
 use kernel::ThisModule;
@@ -38,6 +39,12 @@ pub(crate) type DriverId = bindings::rdma_driver_id;
 pub(crate) const DRIVER_ID_UNKNOWN: DriverId = bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
 
 /// An RDMA device driver.
+///
+/// A `#[vtable]` trait: the verbs with a default body are optional, and
+/// `HAS_<VERB>` (generated) says whether the driver has one. The ops table
+/// ([`Device::OPS`]) offers the core only the verbs a driver has; a default
+/// body is never called (it fails the build if it could be).
+#[vtable]
 pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Per-device state, stored in the same allocation as `struct ib_device`.
     type Data: Send + Sync;
@@ -90,7 +97,9 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     fn destroy_cq(cq: &Cq<Self>);
 
     /// Resizes a CQ; returns the new number of entries.
-    fn resize_cq(cq: &Cq<Self>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32>;
+    fn resize_cq(_cq: &Cq<Self>, _cqe: u32, _udata: Option<&UData<'_>>) -> Result<u32> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Arms the CQ; returns whether completions are already waiting.
     fn req_notify_cq(cq: &Cq<Self>, kind: Notify) -> Result<bool>;
@@ -99,7 +108,9 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     type Mr: Send + Sync;
 
     /// An MR covering all memory, for kernel consumers.
-    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<(Self::Mr, MrInfo)>;
+    fn get_dma_mr(_pd: &Pd<Self>, _access: u32) -> Result<(Self::Mr, MrInfo)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Registers user memory.
     fn reg_user_mr(
@@ -111,25 +122,36 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Re-registers an MR. `Ok(None)` means changed in place; `Ok(Some)`
     /// is a replacement MR (the core then deregisters the old one).
     fn rereg_user_mr(
-        mr: &Mr<Self>,
-        what: Rereg,
-        args: &UserMrArgs,
-        pd: &Pd<Self>,
-        udata: Option<&UData<'_>>,
-    ) -> Result<Option<(Self::Mr, MrInfo)>>;
+        _mr: &Mr<Self>,
+        _what: Rereg,
+        _args: &UserMrArgs,
+        _pd: &Pd<Self>,
+        _udata: Option<&UData<'_>>,
+    ) -> Result<Option<(Self::Mr, MrInfo)>> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Allocates a fast-registration MR (`IB_MR_TYPE_MEM_REG`) for up to
-    /// `max_num_sg` pages.
-    fn alloc_mr(pd: &Pd<Self>, max_num_sg: u32) -> Result<(Self::Mr, MrInfo)>;
+    /// `max_num_sg` pages. With it come the three `map_mr_*` below
+    /// (`ib_map_mr_sg`), which a driver that has it must have too.
+    fn alloc_mr(_pd: &Pd<Self>, _max_num_sg: u32) -> Result<(Self::Mr, MrInfo)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// `ib_map_mr_sg` begins, for pages of `page_size` bytes.
-    fn map_mr_begin(mr: &Mr<Self>, page_size: u32) -> Result;
+    fn map_mr_begin(_mr: &Mr<Self>, _page_size: u32) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// The next page (its DMA address) of an `ib_map_mr_sg`.
-    fn map_mr_page(mr: &Mr<Self>, addr: u64) -> Result;
+    fn map_mr_page(_mr: &Mr<Self>, _addr: u64) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// `ib_map_mr_sg` mapped a range starting at `iova`.
-    fn map_mr_end(mr: &Mr<Self>, iova: u64);
+    fn map_mr_end(_mr: &Mr<Self>, _iova: u64) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Deregisters an MR; on success its state is dropped.
     fn dereg_mr(mr: &Mr<Self>) -> Result;
@@ -176,20 +198,31 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// Attaches a UD QP to the multicast group `gid` (the core has checked
     /// that the QP is UD and the GID multicast).
-    fn attach_mcast(qp: &Qp<Self>, gid: &[u8; 16]) -> Result;
+    /// A driver that has it has `detach_mcast` too.
+    fn attach_mcast(_qp: &Qp<Self>, _gid: &[u8; 16]) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Detaches a QP from the multicast group `gid`.
-    fn detach_mcast(qp: &Qp<Self>, gid: &[u8; 16]) -> Result;
+    fn detach_mcast(_qp: &Qp<Self>, _gid: &[u8; 16]) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// User space rang the send doorbell: work is waiting in the SQ ring.
-    fn doorbell(qp: &Qp<Self>) -> Result;
+    /// Without it, user QPs cannot post sends through the `POST_SEND`
+    /// command.
+    fn doorbell(_qp: &Qp<Self>) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Names of the per-port counters the core shows in sysfs
     /// (`ports/N/hw_counters`) and `rdma statistic`.
     const HW_COUNTERS: &'static [&'static CStr] = &[];
 
     /// Reads the counters named by `HW_COUNTERS`, in that order.
-    fn hw_counters(_dev: &Device<Self>, _out: &mut [u64]) {}
+    fn hw_counters(_dev: &Device<Self>, _out: &mut [u64]) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// A kernel consumer posts a send work request.
     fn post_send(qp: &Qp<Self>, wr: &super::qp::SendWr<'_, Self>) -> Result;
@@ -238,16 +271,101 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Per-MW state.
     type Mw: Send + Sync;
 
-    /// Allocates a memory window; returns its state and rkey.
+    /// Allocates a memory window; returns its state and rkey. A driver
+    /// that has it has `dealloc_mw` too.
     fn alloc_mw(
-        dev: &Device<Self>,
-        pd: &Pd<Self>,
-        mw_type: MwType,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(Self::Mw, u32)>;
+        _dev: &Device<Self>,
+        _pd: &Pd<Self>,
+        _mw_type: MwType,
+        _udata: Option<&UData<'_>>,
+    ) -> Result<(Self::Mw, u32)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Frees a memory window.
-    fn dealloc_mw(dev: &Device<Self>, mw: Self::Mw);
+    fn dealloc_mw(_dev: &Device<Self>, _mw: Self::Mw) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+}
+
+impl<T: Driver> Device<T> {
+    /// The verbs of driver `T` for the RDMA core: every callback of the
+    /// abstraction, the optional ones only where the driver has the verb
+    /// (`Driver::HAS_*`). [`NewDevice::new`] copies it and adds what only a
+    /// live device knows (the module, the sysfs group);
+    /// `ib_set_device_ops` copies it again into the device.
+    pub(crate) const OPS: bindings::ib_device_ops = {
+        // SAFETY: All-zero is a valid `ib_device_ops`: every field is an
+        // integer, a NULL pointer or `None`.
+        let mut ops: bindings::ib_device_ops = unsafe { MaybeUninit::zeroed().assume_init() };
+        ops.driver_id = T::DRIVER_ID;
+        ops.uverbs_abi_ver = T::UVERBS_ABI_VER;
+        ops.query_device = Some(Self::query_device_cb);
+        ops.query_port = Some(Self::query_port_cb);
+        ops.get_port_immutable = Some(Self::get_port_immutable_cb);
+        ops.get_link_layer = Some(Self::get_link_layer_cb);
+        ops.query_pkey = Some(Self::query_pkey_cb);
+        ops.alloc_ucontext = Some(Self::alloc_ucontext_cb);
+        ops.dealloc_ucontext = Some(Self::dealloc_ucontext_cb);
+        ops.dealloc_driver = Some(Self::dealloc_driver_cb);
+        ops.size_ib_ucontext = size_of::<bindings::ib_ucontext>();
+        ops.mmap = Some(super::ring::mmap_cb);
+        ops.mmap_free = Some(super::ring::mmap_free_cb);
+        ops.alloc_pd = Some(Pd::<T>::alloc_cb);
+        ops.dealloc_pd = Some(Pd::<T>::dealloc_cb);
+        ops.size_ib_pd = size_of::<Pd<T>>();
+        ops.create_cq = Some(Cq::<T>::create_cb);
+        ops.destroy_cq = Some(Cq::<T>::destroy_cb);
+        if T::HAS_RESIZE_CQ {
+            ops.resize_cq = Some(Cq::<T>::resize_cb);
+        }
+        ops.req_notify_cq = Some(Cq::<T>::req_notify_cb);
+        ops.size_ib_cq = size_of::<Cq<T>>();
+        if T::HAS_GET_DMA_MR {
+            ops.get_dma_mr = Some(Mr::<T>::get_dma_cb);
+        }
+        ops.reg_user_mr = Some(Mr::<T>::reg_user_cb);
+        ops.dereg_mr = Some(Mr::<T>::dereg_cb);
+        if T::HAS_REREG_USER_MR {
+            ops.rereg_user_mr = Some(Mr::<T>::rereg_user_cb);
+        }
+        if T::HAS_ALLOC_MR {
+            ops.alloc_mr = Some(Mr::<T>::alloc_cb);
+            ops.map_mr_sg = Some(Mr::<T>::map_mr_sg_cb);
+        }
+        ops.create_ah = Some(Ah::<T>::create_cb);
+        ops.create_user_ah = Some(Ah::<T>::create_cb);
+        ops.destroy_ah = Some(Ah::<T>::destroy_cb);
+        ops.size_ib_ah = size_of::<Ah<T>>();
+        ops.create_qp = Some(Qp::<T>::create_cb);
+        ops.modify_qp = Some(Qp::<T>::modify_cb);
+        ops.query_qp = Some(Qp::<T>::query_cb);
+        ops.destroy_qp = Some(Qp::<T>::destroy_cb);
+        ops.post_send = Some(Qp::<T>::post_send_cb);
+        ops.post_recv = Some(Qp::<T>::post_recv_cb);
+        if T::HAS_ATTACH_MCAST {
+            ops.attach_mcast = Some(Qp::<T>::attach_mcast_cb);
+            ops.detach_mcast = Some(Qp::<T>::detach_mcast_cb);
+        }
+        if T::HAS_HW_COUNTERS && !T::HW_COUNTERS.is_empty() {
+            ops.alloc_hw_port_stats = Some(Self::alloc_hw_port_stats_cb);
+            ops.get_hw_stats = Some(Self::get_hw_stats_cb);
+        }
+        ops.poll_cq = Some(Cq::<T>::poll_cb);
+        ops.size_ib_qp = size_of::<Qp<T>>();
+        ops.create_srq = Some(Srq::<T>::create_cb);
+        ops.modify_srq = Some(Srq::<T>::modify_cb);
+        ops.query_srq = Some(Srq::<T>::query_cb);
+        ops.destroy_srq = Some(Srq::<T>::destroy_cb);
+        ops.post_srq_recv = Some(Srq::<T>::post_recv_cb);
+        ops.size_ib_srq = size_of::<Srq<T>>();
+        if T::HAS_ALLOC_MW {
+            ops.alloc_mw = Some(Mw::<T>::alloc_cb);
+            ops.dealloc_mw = Some(Mw::<T>::dealloc_cb);
+        }
+        ops.size_ib_mw = size_of::<Mw<T>>();
+        ops
+    };
 }
 
 /// Fixed identity of a new device.
@@ -780,66 +898,10 @@ impl<T: Driver> NewDevice<T> {
             unsafe { (*this).stat_descs[i].name = name.as_char_ptr() };
         }
 
-        // SAFETY: See above. All-zero is a valid `ib_device_ops`: every
-        // field is an integer, a NULL pointer or `None`.
-        let mut ops: bindings::ib_device_ops = unsafe { MaybeUninit::zeroed().assume_init() };
+        let mut ops = Device::<T>::OPS;
         ops.owner = module.as_ptr().cast();
-        ops.driver_id = T::DRIVER_ID;
-        ops.uverbs_abi_ver = T::UVERBS_ABI_VER;
         // SAFETY: Only computes the address of the group inside `this`.
         ops.device_group = unsafe { (*this).sysfs.group.get() };
-        ops.query_device = Some(Device::<T>::query_device_cb);
-        ops.query_port = Some(Device::<T>::query_port_cb);
-        ops.get_port_immutable = Some(Device::<T>::get_port_immutable_cb);
-        ops.get_link_layer = Some(Device::<T>::get_link_layer_cb);
-        ops.query_pkey = Some(Device::<T>::query_pkey_cb);
-        ops.alloc_ucontext = Some(Device::<T>::alloc_ucontext_cb);
-        ops.dealloc_ucontext = Some(Device::<T>::dealloc_ucontext_cb);
-        ops.dealloc_driver = Some(Device::<T>::dealloc_driver_cb);
-        ops.size_ib_ucontext = size_of::<bindings::ib_ucontext>();
-        ops.mmap = Some(super::ring::mmap_cb);
-        ops.mmap_free = Some(super::ring::mmap_free_cb);
-        ops.alloc_pd = Some(Pd::<T>::alloc_cb);
-        ops.dealloc_pd = Some(Pd::<T>::dealloc_cb);
-        ops.size_ib_pd = size_of::<Pd<T>>();
-        ops.create_cq = Some(Cq::<T>::create_cb);
-        ops.destroy_cq = Some(Cq::<T>::destroy_cb);
-        ops.resize_cq = Some(Cq::<T>::resize_cb);
-        ops.req_notify_cq = Some(Cq::<T>::req_notify_cb);
-        ops.size_ib_cq = size_of::<Cq<T>>();
-        ops.get_dma_mr = Some(Mr::<T>::get_dma_cb);
-        ops.reg_user_mr = Some(Mr::<T>::reg_user_cb);
-        ops.dereg_mr = Some(Mr::<T>::dereg_cb);
-        ops.rereg_user_mr = Some(Mr::<T>::rereg_user_cb);
-        ops.alloc_mr = Some(Mr::<T>::alloc_cb);
-        ops.map_mr_sg = Some(Mr::<T>::map_mr_sg_cb);
-        ops.create_ah = Some(Ah::<T>::create_cb);
-        ops.create_user_ah = Some(Ah::<T>::create_cb);
-        ops.destroy_ah = Some(Ah::<T>::destroy_cb);
-        ops.size_ib_ah = size_of::<Ah<T>>();
-        ops.create_qp = Some(Qp::<T>::create_cb);
-        ops.modify_qp = Some(Qp::<T>::modify_cb);
-        ops.query_qp = Some(Qp::<T>::query_cb);
-        ops.destroy_qp = Some(Qp::<T>::destroy_cb);
-        ops.post_send = Some(Qp::<T>::post_send_cb);
-        ops.post_recv = Some(Qp::<T>::post_recv_cb);
-        ops.attach_mcast = Some(Qp::<T>::attach_mcast_cb);
-        ops.detach_mcast = Some(Qp::<T>::detach_mcast_cb);
-        if !T::HW_COUNTERS.is_empty() {
-            ops.alloc_hw_port_stats = Some(Device::<T>::alloc_hw_port_stats_cb);
-            ops.get_hw_stats = Some(Device::<T>::get_hw_stats_cb);
-        }
-        ops.poll_cq = Some(Cq::<T>::poll_cb);
-        ops.size_ib_qp = size_of::<Qp<T>>();
-        ops.create_srq = Some(Srq::<T>::create_cb);
-        ops.modify_srq = Some(Srq::<T>::modify_cb);
-        ops.query_srq = Some(Srq::<T>::query_cb);
-        ops.destroy_srq = Some(Srq::<T>::destroy_cb);
-        ops.post_srq_recv = Some(Srq::<T>::post_recv_cb);
-        ops.size_ib_srq = size_of::<Srq<T>>();
-        ops.alloc_mw = Some(Mw::<T>::alloc_cb);
-        ops.dealloc_mw = Some(Mw::<T>::dealloc_cb);
-        ops.size_ib_mw = size_of::<Mw<T>>();
 
         // SAFETY: We own the unregistered device; `ib_set_device_ops`
         // copies `ops`, and the device fields are plain data.
@@ -862,9 +924,12 @@ impl<T: Driver> NewDevice<T> {
             // The core disables these two write commands unless the driver
             // asks for them: POST_SEND is the user SQ doorbell, and
             // REQ_NOTIFY_CQ arms a CQ for `ibv_req_notify_cq`.
-            (*ib).uverbs_cmd_mask |= (1u64
-                << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
-                | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+            (*ib).uverbs_cmd_mask |=
+                1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
+            if T::HAS_DOORBELL {
+                (*ib).uverbs_cmd_mask |=
+                    1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND;
+            }
         }
         // INVARIANT: allocated, ops set, data initialised, not registered.
         Ok(Self {

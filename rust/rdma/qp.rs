@@ -609,7 +609,7 @@ impl<T: Driver> Qp<T> {
     ) -> c_int {
         // SAFETY: Initialised; the core holds the QP.
         let this = unsafe { &*qp.cast::<Self>() };
-        if wr.is_null() && this.is_user() {
+        if T::HAS_DOORBELL && wr.is_null() && this.is_user() {
             // The provider's doorbell: work is in the mapped send queue.
             return match T::doorbell(this) {
                 Ok(()) => 0,

@@ -71,6 +71,7 @@ const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT
     | crate::rdma::attr::CAP_SRQ_RESIZE
     | crate::rdma::attr::CAP_FLUSH_GLOBAL;
 
+#[vtable]
 impl Driver for Roxe {
     type Data = RoxeDev;
 
