@@ -408,7 +408,7 @@ pub(crate) struct Device<T: Driver> {
 }
 
 /// The most hardware counters a driver may name.
-const MAX_HW_COUNTERS: usize = 32;
+const MAX_HW_COUNTERS: usize = 64;
 
 // SAFETY: The RDMA core lets any thread use a device it holds a reference
 // on; the driver data is `Send + Sync`.
@@ -443,6 +443,10 @@ pub(crate) enum PortEvent {
 impl<T: Driver> Device<T> {
     // The C allocator aligns to `ARCH_KMALLOC_MINALIGN` (8 on x86-64).
     const ALIGN_OK: () = assert!(core::mem::align_of::<Self>() <= 8);
+    // A driver with more attributes or counters than there is room for
+    // does not build.
+    const TABLES_FIT: () =
+        assert!(T::ATTRS.len() <= MAX_ATTRS && T::HW_COUNTERS.len() <= MAX_HW_COUNTERS);
 
     pub(super) fn as_raw(&self) -> *mut bindings::ib_device {
         self.ib.get()
@@ -874,9 +878,8 @@ impl<T: Driver> NewDevice<T> {
     ) -> Result<Self> {
         #[allow(clippy::let_unit_value)]
         let () = Device::<T>::ALIGN_OK;
-        if T::ATTRS.len() > MAX_ATTRS || T::HW_COUNTERS.len() > MAX_HW_COUNTERS {
-            return Err(EINVAL);
-        }
+        #[allow(clippy::let_unit_value)]
+        let () = Device::<T>::TABLES_FIT;
         // SAFETY: `Device<T>` starts with `struct ib_device`, as required.
         let raw = unsafe { bindings::_ib_alloc_device(size_of::<Device<T>>()) };
         let raw = NonNull::new(raw).ok_or(ENOMEM)?.cast::<Device<T>>();

@@ -69,6 +69,23 @@ gid_index_v4() {
 	return 1
 }
 
+# counters_save DEV FILE: DEV's port counters (roxe's or rxe's), as
+# `rdma statistic` shows them, into FILE.
+counters_save() { rdma statistic show link "$1/1" | tr ' ' '\n' >"$2"; }
+
+# counters_moved DEV FILE: one indented line of the counters of DEV that
+# moved since counters_save wrote FILE, as NAME=DELTA.
+counters_moved() {
+	counters_save "$1" "$2.now"
+	python3 -c '
+import sys
+def kv(f):
+    x = open(f).read().split()
+    return {x[i]: int(x[i + 1]) for i in range(len(x) - 1) if x[i + 1].isdigit()}
+b, a = kv(sys.argv[1]), kv(sys.argv[2])
+print("    " + " ".join(f"{k}={v - b.get(k, 0)}" for k, v in a.items() if v != b.get(k, 0)))' "$2" "$2.now"
+}
+
 # Remove every roxe link, then the module, whatever state a test left.
 roxe_cleanup() {
 	local d

@@ -243,9 +243,10 @@ class Victim:
         self.peer_gid = gid_of(peer)
         self.qps = []
 
-    def qp(self, access, max_dest_rd_atomic=4, dgid=None):
+    def qp(self, access, max_dest_rd_atomic=4, dgid=None, timeout=20, retry_cnt=7, rnr_retry=7):
         """An RC QP in RTS whose peer is PEER_QPN at the peer's address (or
-        at `dgid`)."""
+        at `dgid`). The default timeout, about 4 s, keeps the QP from
+        retrying while the script takes its time."""
         cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
         qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
         a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
@@ -263,10 +264,9 @@ class Victim:
                   e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
         a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=1)
         a.sq_psn = PSN
-        # About 4 s: no retry while the script takes its time.
-        a.timeout = 20
-        a.retry_cnt = 7
-        a.rnr_retry = 7
+        a.timeout = timeout
+        a.retry_cnt = retry_cnt
+        a.rnr_retry = rnr_retry
         a.max_rd_atomic = 1
         qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT |
                   e.IBV_QP_RNR_RETRY | e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
@@ -417,6 +417,56 @@ def stale_naks(v, w, check):
     check(n == 1 and wcs[0].status == e.IBV_WC_REM_ACCESS_ERR,
           f"the NAK at the PSN in flight fails the SEND, remote access "
           f"({[wc.status for wc in wcs[:n]]})")
+    while v.cq.poll(1)[0]:
+        pass
+
+
+def retry_timer(v, w, check):
+    """Issue 14: the retry timeout counts from the last packet sent or the
+    last progress heard of. Calls that send nothing must not put it off: a
+    duplicate ACK every 20 ms kept a 67 ms timeout from ever going off. And
+    an RNR NAK that arrives twice costs one RNR retry, not two."""
+    buf = MR(v.pd, 64, LW)
+    qp = v.qp(LW, timeout=14, retry_cnt=1)
+    w.drain()
+    qp.post_send(SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(buf.buf, 64, buf.lkey)]))
+    start = time.monotonic()
+    wc, took, acks = None, 0.0, 0
+    while wc is None and time.monotonic() - start < 3.0:
+        # What a responder answers a duplicate with: an ACK of `una - 1`.
+        w.send(qp.qp_num, ACKNOWLEDGE, PSN - 1, bp.aeth(0, 0))
+        acks += 1
+        n, wcs = v.cq.poll(1)
+        if n:
+            wc, took = wcs[0], time.monotonic() - start
+        time.sleep(0.02)
+    check(wc is not None and wc.status == e.IBV_WC_RETRY_EXC_ERR,
+          f"a SEND nobody acknowledges fails with RETRY_EXC (timeout 67 ms, retry_cnt 1) while "
+          f"duplicate ACKs arrive every 20 ms (status {wc and wc.status} after {took:.2f} s, "
+          f"{acks} duplicate ACKs)")
+    while v.cq.poll(1)[0]:
+        pass
+
+    qp = v.qp(LW, rnr_retry=1)
+    w.drain()
+    qp.post_send(SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(buf.buf, 64, buf.lkey)]))
+    w.drain()
+    before = w.counters.read()
+    rnr = bp.aeth(0x20 | 29, 0)  # RNR NAK, wait 245.76 ms
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN, rnr)
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN, rnr)
+    got = w.drain()
+    n, wcs = v.cq.poll(1)
+    check(n == 0 and (SEND_ONLY, PSN, None) in got
+          and counted(w, before, "rx_drop_psn") == 1
+          and counted(w, before, "req_rx_rnr_nak") == 1,
+          f"the same RNR NAK twice (rnr_retry 1): the second is dropped (rx_drop_psn +1), the "
+          f"QP waits once and sends again (completions {[wc.status for wc in wcs[:n]]}; sent "
+          f"{got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN, bp.aeth(0, 1))
+    wc = poll_one(v.cq)
+    check(wc is not None and wc.status == e.IBV_WC_SUCCESS,
+          f"then an ACK completes the SEND ({wc and wc.status})")
     while v.cq.poll(1)[0]:
         pass
 
@@ -985,7 +1035,7 @@ def main():
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
     for part in (addresses, duplicate_reads, atomic_replays, stale_naks, requester_acks,
-                 read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast):
+                 retry_timer, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run

@@ -19,10 +19,10 @@ roxe_signal up
 roxe_wait up 120 || fail "the peer never set up"
 # shellcheck disable=SC2086 # netem parameters are a word list
 check "netem $netem" tc qdisc add dev "$ROXE_IF" root netem $netem
-counters() { rdma statistic show link roxe0/1 | tr ' ' '\n'; }
+dev=roxe0
 for i in $(seq 1 "$runs"); do
 	port=$((19000 + i))
-	counters >/tmp/before
+	counters_save "$dev" /tmp/before
 	if [ "$ROXE_ROLE" = 1 ]; then
 		timeout 120 ibv_rc_pingpong -d roxe0 -g "$gidx" "${args[@]}" -p "$port" >/tmp/pp.log 2>&1 &
 		pid=$!
@@ -36,15 +36,8 @@ for i in $(seq 1 "$runs"); do
 		echo "run $i client: exit $?"
 	fi
 	grep -E "Failed|iters" /tmp/pp.log | sed 's/^/    /'
-	counters >/tmp/after
 	# The counters that moved: NAME=DELTA.
-	python3 -c '
-import sys
-def kv(f):
-    x = open(f).read().split()
-    return {x[i]: int(x[i + 1]) for i in range(len(x) - 1) if x[i + 1].isdigit()}
-b, a = kv("/tmp/before"), kv("/tmp/after")
-print("    " + " ".join(f"{k}={v - b.get(k, 0)}" for k, v in a.items() if v != b.get(k, 0)))'
+	counters_moved "$dev" /tmp/before
 	roxe_signal "done$i"
 	roxe_wait "done$i" 180
 done

@@ -161,11 +161,15 @@ if [ $ok = 1 ] && [ "${ROXE_TRAFFIC_SET:-full}" = lossy ]; then
 	# RC both ways through the lossy link: the pingpong checks the data the
 	# server receives, rdma-verify that of writes (client to server), reads
 	# (server to client) and sends, each byte for byte.
+	counters_save "$dev" /tmp/lossy-counters
 	limit=240 last_send_may_fail=1 pair rc-64k 18516 '^50 iters in ' ibv_rc_pingpong -d "$dev" -g "$gidx" -n 50 -s 65536 -m 1024 --chk
 	limit=600 server_re=$vre pair verify 18523 "$vre" \
 		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" \
 		--mtu 1024 --ops write,read,send --sizes 1,4096,65537,1048576 --timeout 120
 	tc -s qdisc show dev "$ROXE_IF" | sed 's/^/    /'
+	# What the engines counted, to read a failure by.
+	echo "    $dev counters that moved:"
+	counters_moved "$dev" /tmp/lossy-counters
 elif [ $ok = 1 ] && [ "${ROXE_TRAFFIC_SET:-full}" = perftest ]; then
 	# perftest's other tools and modes: latency of each operation, atomics,
 	# several QPs, both directions at once, UC and UD. The

@@ -30,9 +30,28 @@ pub(crate) enum Event {
     RxFlushIcrcRxe,
     /// RC FLUSH requests sent with rxe's ICRC.
     TxFlushIcrcRxe,
+    /// Requester: the retry timer went off with work unacknowledged, and
+    /// the QP sent again from the oldest unacknowledged PSN.
+    ReqTimeout,
+    /// Requester: a WQE failed with `RETRY_EXC_ERR` (the retry count was
+    /// spent without progress).
+    ReqRetryExceeded,
+    /// Requester: PSN sequence error NAKs acted on (each a go-back).
+    ReqNakSeq,
+    /// Requester: RNR NAKs acted on.
+    ReqRnrNak,
+    /// Requester: a WQE failed with `RNR_RETRY_EXC_ERR`.
+    ReqRnrRetryExceeded,
+    /// Requester: a read response arrived after a gap, and the QP asked
+    /// again from the first one missing.
+    ReqResponseGap,
+    /// Responder: PSN sequence error NAKs sent (one per gap).
+    RespNakSeq,
+    /// Responder: RNR NAKs sent.
+    RespRnrNak,
 }
 
-const EVENTS: usize = 8;
+const EVENTS: usize = 16;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -49,6 +68,14 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("read_credit_overdraft"),
     c_str!("rx_flush_icrc_rxe"),
     c_str!("tx_flush_icrc_rxe"),
+    c_str!("req_timeout"),
+    c_str!("req_retry_exceeded"),
+    c_str!("req_rx_nak_seq"),
+    c_str!("req_rx_rnr_nak"),
+    c_str!("req_rnr_retry_exceeded"),
+    c_str!("req_response_gap"),
+    c_str!("resp_tx_nak_seq"),
+    c_str!("resp_tx_rnr_nak"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),

@@ -7,10 +7,11 @@
 //! state is [`CompState`].
 
 use super::req::{
-    complete_send, fail, msg_len, outstanding, send_pending, send_sges, this_dev_credits, WINDOW,
+    complete_send, fail, msg_len, outstanding, send_pending, send_sges, this_dev_credits,
+    timeout_ms, WINDOW,
 };
 use super::QpState;
-use crate::counters::Drop;
+use crate::counters::{Drop, Event};
 use crate::device::Roxe;
 use crate::keys;
 use crate::proto::access::LOCAL_WRITE;
@@ -39,6 +40,11 @@ pub(crate) struct CompState {
     pub(crate) rnr_wait: bool,
     /// Went back after a gap and has not heard of progress since.
     retrying: bool,
+    /// When (ms, `ktime_get`) the requester last sent a packet or heard of
+    /// progress: the retry timeout counts from here, so that calls that
+    /// send nothing (a duplicate ACK, a doorbell with the window full)
+    /// cannot put it off.
+    pub(crate) active_ms: i64,
 }
 
 impl CompState {
@@ -50,6 +56,7 @@ impl CompState {
             rnr_left: 0,
             rnr_wait: false,
             retrying: false,
+            active_ms: 0,
         }
     }
 
@@ -92,18 +99,8 @@ fn read_response(
     psn: Psn,
 ) -> core::result::Result<(), Drop> {
     let this = qp.data();
-    // Only a response the requester still awaits stands for an ACK of the
-    // sends before its read: a stale one (duplicated, or from before a
-    // go-back) must not complete sends that may never have arrived.
-    if !awaited(st, psn) {
-        return Err(Drop::Unexpected);
-    }
     // The oldest unfinished WQE must be a read whose range holds `psn`.
-    ack_before_read(qp, st);
-    if !outstanding(st) {
-        return Err(Drop::Unexpected);
-    }
-    let idx = st.sq_consumer;
+    let idx = oldest_waiting(qp, st, psn)?;
     let (first, last, is_read) = st.req.wqe_psn(idx);
     if !is_read || !psn.in_range(first, last.next()) {
         return Err(Drop::Unexpected);
@@ -118,6 +115,7 @@ fn read_response(
     if i != st.comp.read_next {
         // A gap: ask again from the start of the read.
         if i > st.comp.read_next {
+            count(qp, Event::ReqResponseGap);
             go_back_once(qp, st);
         }
         return Err(Drop::Psn);
@@ -194,14 +192,7 @@ fn atomic_ack(
     psn: Psn,
 ) -> core::result::Result<(), Drop> {
     let this = qp.data();
-    if !awaited(st, psn) {
-        return Err(Drop::Unexpected);
-    }
-    ack_before_read(qp, st);
-    if !outstanding(st) {
-        return Err(Drop::Unexpected);
-    }
-    let idx = st.sq_consumer;
+    let idx = oldest_waiting(qp, st, psn)?;
     let (first, _, waits) = st.req.wqe_psn(idx);
     let w = this.sq.read(idx);
     let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
@@ -263,6 +254,7 @@ fn ack(
             ack_up_to(qp, st, psn.wrapping_sub(1));
             if code == NakCode::PsnSequenceError {
                 // Resend from the oldest unacknowledged WQE.
+                count(qp, Event::ReqNakSeq);
                 go_back_once(qp, st);
                 return Ok(());
             }
@@ -281,6 +273,11 @@ fn ack(
             fail(qp, st, &w, op, status);
             Ok(())
         }
+        Some(Syndrome::RnrNak(_)) if st.comp.rnr_wait && psn == st.comp.una => {
+            // The same RNR NAK again (duplicated on the way) while its wait
+            // runs: it must not cost a second retry.
+            Err(Drop::Psn)
+        }
         Some(Syndrome::RnrNak(t)) => {
             ack_up_to(qp, st, psn.wrapping_sub(1));
             // The oldest WQE may be part-sent (a message longer than the
@@ -288,11 +285,47 @@ fn ack(
             if !outstanding(st) {
                 return Err(Drop::Unexpected);
             }
+            count(qp, Event::ReqRnrNak);
             rnr_nak(qp, st, t.usecs());
             Ok(())
         }
         None => Err(Drop::Unexpected),
     }
+}
+
+/// A response (read or atomic) at `psn`: if the requester still awaits it,
+/// the sends before the oldest read or atomic are acknowledged by it, and
+/// that WQE's index is returned. Only an awaited response stands for such
+/// an ACK: a stale one (duplicated, or from before a go-back) must not
+/// complete sends that may never have arrived.
+fn oldest_waiting(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) -> core::result::Result<u32, Drop> {
+    if !awaited(st, psn) {
+        return Err(Drop::Unexpected);
+    }
+    ack_before_read(qp, st);
+    if !outstanding(st) {
+        return Err(Drop::Unexpected);
+    }
+    Ok(st.sq_consumer)
+}
+
+/// The time in milliseconds, for the retry timeout.
+pub(crate) fn now_ms() -> i64 {
+    kernel::time::Ktime::ktime_get().to_ms()
+}
+
+/// How long (ms) until the retry timeout is due, or `None` if it is due
+/// now (or the QP waits forever).
+pub(crate) fn retry_due_in(st: &QpState) -> Option<u32> {
+    let ms = timeout_ms(st)?;
+    let left = st.comp.active_ms.saturating_add(i64::from(ms)) - now_ms();
+    // CAST: between 1 and `ms`.
+    (left > 0).then(|| left.min(i64::from(ms)) as u32)
+}
+
+/// Counts a requester event on `qp`'s device.
+fn count(qp: &Qp<Roxe>, e: Event) {
+    qp.device().data().counters.event(e);
 }
 
 /// Whether `psn` is one the requester sent and still waits to hear of:
@@ -366,13 +399,23 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         st.comp.rnr_wait = false;
     } else if !outstanding(st) {
         return;
+    } else if let Some(left) = retry_due_in(st) {
+        // Armed early (a kick's timer that found nothing to send), or the
+        // QP sent or heard something since.
+        qp.arm_timer(left);
+        return;
     } else if st.comp.retry_left == 0 {
+        count(qp, Event::ReqRetryExceeded);
         let w = this.sq.read(st.sq_consumer);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
         fail(qp, st, &w, op, WcStatus::RetryExcErr);
         return;
     } else {
+        count(qp, Event::ReqTimeout);
         st.comp.retry_left -= 1;
+        // The next timeout counts from this retry, whether or not
+        // anything can be sent now (in SQD nothing is).
+        st.comp.active_ms = now_ms();
         // A FLUSH that went unanswered may have met rxe, which drops the
         // standard ICRC on FLUSH and wants its own: until a FLUSH of this
         // QP is answered, each timeout of one switches between the two
@@ -392,6 +435,7 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
 /// from the oldest unacknowledged WQE, `rnr_retry` times (7 is forever).
 fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
     if st.comp.rnr_left == 0 {
+        count(qp, Event::ReqRnrRetryExceeded);
         let w = qp.data().sq.read(st.sq_consumer);
         let op = SendOp::from_raw(w.opcode).unwrap_or(SendOp::Send);
         fail(qp, st, &w, op, WcStatus::RnrRetryExcErr);
@@ -438,6 +482,7 @@ fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
 /// The responder acknowledged something new: the retry budgets start
 /// again, and a later gap may trigger a new go-back.
 fn progress(st: &mut QpState) {
+    st.comp.active_ms = now_ms();
     st.comp.retrying = false;
     st.comp.retry_left = st.attr.retry_cnt;
     st.comp.rnr_left = st.attr.rnr_retry;

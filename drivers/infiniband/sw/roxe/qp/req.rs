@@ -215,6 +215,9 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     let mut budget = BUDGET;
     let ndev = st.ndev.clone();
     send_loop(qp, st, ndev.as_deref(), t, &mut budget);
+    if budget != BUDGET {
+        st.comp.active_ms = super::comp::now_ms();
+    }
     if budget == 0 {
         st.req.kick = true;
         qp.arm_timer(0);
@@ -825,7 +828,7 @@ fn data_packet(
 /// The local ACK timeout in milliseconds (4.096 us << `timeout`, at least
 /// 10 ms so a slow virtual machine does not retry needlessly), or `None`
 /// for `timeout` 0, which the standard makes infinite.
-fn timeout_ms(st: &QpState) -> Option<u32> {
+pub(crate) fn timeout_ms(st: &QpState) -> Option<u32> {
     let t = st.attr.timeout.min(31);
     if t == 0 {
         return None;
@@ -840,15 +843,15 @@ pub(crate) fn outstanding(st: &QpState) -> bool {
     st.req.sq_sent != st.sq_consumer || st.req.sq_pkt != 0
 }
 
-/// Starts the retry timer while work waits for acknowledgement.
+/// Starts the retry timer while work waits for acknowledgement, to go off
+/// one timeout after the last packet sent or the last progress heard of
+/// (`CompState::active_ms`), however often this is called in between.
 pub(crate) fn arm_retry(qp: &Qp<Roxe>, st: &mut QpState) {
-    if outstanding(st) && !st.comp.rnr_wait {
-        if let Some(ms) = timeout_ms(st) {
-            // This replaces a pending kick's expiry; the send it was for
-            // has just run.
-            st.req.kick = false;
-            qp.arm_timer(ms);
-        }
+    if outstanding(st) && !st.comp.rnr_wait && timeout_ms(st).is_some() {
+        // This replaces a pending kick's expiry; the send it was for has
+        // just run.
+        st.req.kick = false;
+        qp.arm_timer(super::comp::retry_due_in(st).unwrap_or(0));
     }
 }
 

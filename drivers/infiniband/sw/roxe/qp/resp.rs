@@ -7,7 +7,7 @@
 
 use super::req::WINDOW;
 use super::QpState;
-use crate::counters::Drop;
+use crate::counters::{Drop, Event};
 use crate::cq;
 use crate::device::Roxe;
 use crate::keys::{self, KeyError};
@@ -349,6 +349,7 @@ pub(crate) fn respond(
         } else {
             if !st.resp.nak_sent {
                 st.resp.nak_sent = true;
+                qp.device().data().counters.event(Event::RespNakSeq);
                 send_ack(
                     qp,
                     st,
@@ -452,6 +453,7 @@ pub(crate) fn respond(
                 rc,
                 crate::proto::aeth::RnrTimer::from_code(st.attr.min_rnr_timer),
             ) {
+                qp.device().data().counters.event(Event::RespRnrNak);
                 send_ack(qp, st, psn, Syndrome::RnrNak(t));
             }
             Err(Drop::NoRecv)
@@ -602,6 +604,36 @@ fn recv_send(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result:
     }
 }
 
+/// Runs `f(mr, offset)` over `len` bytes at `va` through remote key `rkey`,
+/// asked for by `qp` (its PD, and its QPN for a type 2 window), if the key
+/// grants `need`.
+fn with_remote<R>(
+    qp: &Qp<Roxe>,
+    rkey: u32,
+    va: u64,
+    len: u32,
+    need: u32,
+    f: impl FnOnce(&keys::MrData, usize) -> core::result::Result<R, KeyError>,
+) -> core::result::Result<R, KeyError> {
+    let asker = keys::Asker {
+        pd: qp.pd_id(),
+        qpn: qp.qp_num(),
+    };
+    keys::with_rkey(&qp.device().data().mr_table, asker, rkey, va, len, need, f)
+}
+
+/// Whether remote key `rkey` grants `qp` the right `need` over `len` bytes
+/// at `va`.
+fn check_remote(
+    qp: &Qp<Roxe>,
+    rkey: u32,
+    va: u64,
+    len: u32,
+    need: u32,
+) -> core::result::Result<(), KeyError> {
+    with_remote(qp, rkey, va, len, need, |_, _| Ok(()))
+}
+
 /// An RDMA WRITE packet: the first names the target, each writes its part.
 fn recv_write(
     qp: &Qp<Roxe>,
@@ -610,7 +642,6 @@ fn recv_write(
     access: u32,
 ) -> core::result::Result<(), Nak> {
     let pos = pkt.opcode.position();
-    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
     if pos.starts_message() {
         if st.resp.wctx.is_some() {
             return Err(Nak::Invalid);
@@ -623,16 +654,8 @@ fn recv_write(
             return Err(Nak::Access);
         }
         if reth.dma_len != 0 {
-            keys::with_rkey(
-                &dev.mr_table,
-                keys::Asker { pd, qpn },
-                reth.rkey,
-                reth.va,
-                reth.dma_len,
-                REMOTE_WRITE,
-                |_, _| Ok(()),
-            )
-            .map_err(|_| Nak::Access)?;
+            check_remote(qp, reth.rkey, reth.va, reth.dma_len, REMOTE_WRITE)
+                .map_err(|_| Nak::Access)?;
         }
         st.resp.wctx = Some(WriteProgress {
             rkey: reth.rkey,
@@ -660,16 +683,7 @@ fn recv_write(
     // (UC), as `refuse` does.
     if imm.is_some() {
         if n != 0 {
-            keys::with_rkey(
-                &dev.mr_table,
-                keys::Asker { pd, qpn },
-                rkey,
-                va,
-                n,
-                REMOTE_WRITE,
-                |_, _| Ok(()),
-            )
-            .map_err(|_| Nak::Access)?;
+            check_remote(qp, rkey, va, n, REMOTE_WRITE).map_err(|_| Nak::Access)?;
         }
         let Some(r) = pop_recv(qp, st) else {
             // The requester sends this packet again after the RNR wait:
@@ -682,15 +696,9 @@ fn recv_write(
         st.resp.recv = Some(RecvProgress { wqe: r, off: 0 });
     }
     if n != 0 {
-        keys::with_rkey(
-            &dev.mr_table,
-            keys::Asker { pd, qpn },
-            rkey,
-            va,
-            n,
-            REMOTE_WRITE,
-            |m, o| m.write(o, pkt.payload),
-        )
+        with_remote(qp, rkey, va, n, REMOTE_WRITE, |m, o| {
+            m.write(o, pkt.payload)
+        })
         .map_err(|_: KeyError| Nak::Access)?;
     }
     let Some(w) = st.resp.wctx.as_mut() else {
@@ -737,28 +745,19 @@ pub(crate) fn atomic(
         return Err(Nak::Invalid);
     }
     let swap = pkt.opcode.operation() == Operation::CompareSwap;
-    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    let orig = keys::with_rkey(
-        &dev.mr_table,
-        keys::Asker { pd, qpn },
-        a.rkey,
-        a.va,
-        8,
-        REMOTE_ATOMIC,
-        |m, off| {
-            m.atomic(off, |v| {
-                if swap {
-                    if v == a.compare {
-                        a.swap_add
-                    } else {
-                        v
-                    }
+    let orig = with_remote(qp, a.rkey, a.va, 8, REMOTE_ATOMIC, |m, off| {
+        m.atomic(off, |v| {
+            if swap {
+                if v == a.compare {
+                    a.swap_add
                 } else {
-                    v.wrapping_add(a.swap_add)
+                    v
                 }
-            })
-        },
-    )
+            } else {
+                v.wrapping_add(a.swap_add)
+            }
+        })
+    })
     .map_err(|_| Nak::Access)?;
     let psn = pkt.bth.psn;
     st.resp.atomic_replay.remember(
@@ -798,18 +797,7 @@ fn replay_atomic(
     if st.attr.access_flags & REMOTE_ATOMIC == 0 {
         return Err(Drop::Duplicate);
     }
-    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    if keys::with_rkey(
-        &dev.mr_table,
-        keys::Asker { pd, qpn },
-        a.rkey,
-        a.va,
-        8,
-        REMOTE_ATOMIC,
-        |_, _| Ok(()),
-    )
-    .is_err()
-    {
+    if check_remote(qp, a.rkey, a.va, 8, REMOTE_ATOMIC).is_err() {
         return Err(Drop::Duplicate);
     }
     send_atomic_ack(qp, st, psn, orig);
@@ -846,16 +834,9 @@ pub(crate) fn atomic_write(
     if reth.dma_len != 8 || pkt.payload.len() != 8 || reth.va % 8 != 0 {
         return Err(Nak::Invalid);
     }
-    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
-    keys::with_rkey(
-        &dev.mr_table,
-        keys::Asker { pd, qpn },
-        reth.rkey,
-        reth.va,
-        8,
-        REMOTE_WRITE,
-        |m, o| m.write(o, pkt.payload),
-    )
+    with_remote(qp, reth.rkey, reth.va, 8, REMOTE_WRITE, |m, o| {
+        m.write(o, pkt.payload)
+    })
     .map_err(|_| Nak::Access)?;
     // The response carries the MSN of this message.
     send_read_ack(qp, st, pkt.bth.psn, (st.resp.msn + 1) & 0x00ff_ffff);
@@ -889,22 +870,14 @@ pub(crate) fn flush(
     if qp_access & need == 0 {
         return Err(Nak::Invalid);
     }
-    let (dev, pd, qpn) = (qp.device().data(), qp.pd_id(), qp.qp_num());
+    let (dev, pd) = (qp.device().data(), qp.pd_id());
     if feth.selectivity > flush_wqe::MR {
         return Err(Nak::Invalid);
     }
     let checked = if feth.selectivity == flush_wqe::MR {
         keys::check_whole(&dev.mr_table, reth.rkey, pd, need)
     } else {
-        keys::with_rkey(
-            &dev.mr_table,
-            keys::Asker { pd, qpn },
-            reth.rkey,
-            reth.va,
-            reth.dma_len,
-            need,
-            |_, _| Ok(()),
-        )
+        check_remote(qp, reth.rkey, reth.va, reth.dma_len, need)
     };
     checked.map_err(|_| Nak::Access)?;
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
@@ -934,20 +907,8 @@ fn read_response(
         return Err(Nak::Invalid);
     };
     let n = seg::packet_count(reth.dma_len, mtu).ok_or(Nak::Invalid)?;
-    let dev = qp.device().data();
-    let pd = qp.pd_id();
-    let qpn = qp.qp_num();
     if reth.dma_len != 0 {
-        keys::with_rkey(
-            &dev.mr_table,
-            keys::Asker { pd, qpn },
-            reth.rkey,
-            reth.va,
-            reth.dma_len,
-            REMOTE_READ,
-            |_, _| Ok(()),
-        )
-        .map_err(|_| Nak::Access)?;
+        check_remote(qp, reth.rkey, reth.va, reth.dma_len, REMOTE_READ).map_err(|_| Nak::Access)?;
     }
     let msn = if pkt.bth.psn == st.resp.epsn {
         (st.resp.msn + 1) & 0x00ff_ffff
@@ -985,16 +946,7 @@ fn read_response(
         let va = reth.va.wrapping_add(u64::from(off));
         let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
             buf.is_empty()
-                || keys::with_rkey(
-                    &dev.mr_table,
-                    keys::Asker { pd, qpn },
-                    reth.rkey,
-                    va,
-                    plen,
-                    REMOTE_READ,
-                    |m, o| m.read(o, buf),
-                )
-                .is_ok()
+                || with_remote(qp, reth.rkey, va, plen, REMOTE_READ, |m, o| m.read(o, buf)).is_ok()
         });
     }
     if pkt.bth.psn == st.resp.epsn {
