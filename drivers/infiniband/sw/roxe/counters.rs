@@ -36,14 +36,15 @@ pub(crate) enum Event {
     /// Requester: a WQE failed with `RETRY_EXC_ERR` (the retry count was
     /// spent without progress).
     ReqRetryExceeded,
-    /// Requester: PSN sequence error NAKs acted on (each a go-back).
+    /// Requester: PSN sequence error NAKs that made the QP go back (one
+    /// that arrives while a go-back is under way changes nothing).
     ReqNakSeq,
     /// Requester: RNR NAKs acted on.
     ReqRnrNak,
     /// Requester: a WQE failed with `RNR_RETRY_EXC_ERR`.
     ReqRnrRetryExceeded,
-    /// Requester: a read response arrived after a gap, and the QP asked
-    /// again from the first one missing.
+    /// Requester: read responses after a gap that made the QP ask again
+    /// from the first one missing (once per go-back).
     ReqResponseGap,
     /// Responder: PSN sequence error NAKs sent (one per gap).
     RespNakSeq,

@@ -114,9 +114,8 @@ fn read_response(
     let i = first.distance(psn);
     if i != st.comp.read_next {
         // A gap: ask again from the start of the read.
-        if i > st.comp.read_next {
+        if i > st.comp.read_next && go_back_once(qp, st) {
             count(qp, Event::ReqResponseGap);
-            go_back_once(qp, st);
         }
         return Err(Drop::Psn);
     }
@@ -254,8 +253,9 @@ fn ack(
             ack_up_to(qp, st, psn.wrapping_sub(1));
             if code == NakCode::PsnSequenceError {
                 // Resend from the oldest unacknowledged WQE.
-                count(qp, Event::ReqNakSeq);
-                go_back_once(qp, st);
+                if go_back_once(qp, st) {
+                    count(qp, Event::ReqNakSeq);
+                }
                 return Ok(());
             }
             // The oldest WQE may be part-sent (a message longer than the
@@ -361,12 +361,15 @@ fn go_back(qp: &Qp<Roxe>, st: &mut QpState) {
 
 /// Goes back after a gap, unless a go-back is already under way: the
 /// packets still arriving from before it would each trigger another.
-fn go_back_once(qp: &Qp<Roxe>, st: &mut QpState) {
-    if !st.comp.retrying {
-        st.comp.retrying = true;
-        go_back(qp, st);
-        send_pending(qp, st);
+/// Returns whether it went back.
+fn go_back_once(qp: &Qp<Roxe>, st: &mut QpState) -> bool {
+    if st.comp.retrying {
+        return false;
     }
+    st.comp.retrying = true;
+    go_back(qp, st);
+    send_pending(qp, st);
+    true
 }
 
 /// The QP's timer: a retransmission timeout or the end of an RNR wait.
