@@ -7,9 +7,29 @@ use super::pd::Pd;
 use super::udata::UData;
 use crate::bindings;
 use core::ptr::addr_of_mut;
+use kernel::error::Result;
 use kernel::error::{code::*, from_result};
 use kernel::ffi::c_int;
+use kernel::macros::vtable;
 use kernel::types::Opaque;
+
+/// The verbs of an AH, implemented by the driver's per-AH state.
+#[vtable]
+pub(crate) trait AhOps<T: Driver>: Send + Sync + Sized {
+    /// Creates an AH. When `sleepable` is false the caller is in atomic
+    /// context and nothing may sleep.
+    /// The AH belongs to `pd`; with `udata` it is a user AH.
+    fn create(
+        dev: &Device<T>,
+        pd: &Pd<T>,
+        attr: &AhAttr,
+        sleepable: bool,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Self>;
+
+    /// Destroys an AH.
+    fn destroy(dev: &Device<T>, ah: Self);
+}
 
 /// The kind of GID an address handle sends from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,7 +173,7 @@ impl<T: Driver> Ah<T> {
                     Pd::<T>::from_raw((*ah).pd),
                 )
             };
-            let data = T::create_ah(dev, pd, &attr, sleepable, udata.as_ref())?;
+            let data = <T::Ah as AhOps<T>>::create(dev, pd, &attr, sleepable, udata.as_ref())?;
             let this = ah.cast::<Self>();
             // SAFETY: The container has room for `data` (`size_ib_ah`).
             unsafe { addr_of_mut!((*this).data).write(data) };
@@ -172,7 +192,7 @@ impl<T: Driver> Ah<T> {
         let data = unsafe { addr_of_mut!((*this).data).read() };
         // SAFETY: As above.
         let dev = unsafe { Device::<T>::from_raw((*ah).device) };
-        T::destroy_ah(dev, data);
+        <T::Ah as AhOps<T>>::destroy(dev, data);
         0
     }
 }

@@ -9,9 +9,37 @@ use crate::bindings;
 use crate::proto::wr::{WcOp, WcStatus};
 use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result};
+use kernel::error::{Error, Result};
 use kernel::ffi::c_int;
 use kernel::init::PinInit;
+use kernel::macros::vtable;
 use kernel::types::Opaque;
+
+/// The verbs of a CQ, implemented by the driver's per-CQ state.
+#[vtable]
+pub(crate) trait CqOps<T: Driver>: Send + Sync + Sized {
+    /// Creates a CQ. Returns the initialiser of its state and the number
+    /// of entries it actually holds (at least `init.cqe`).
+    fn create(
+        dev: &Device<T>,
+        init: &CqInit,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<Self, Error>, u32)>;
+
+    /// Called just before a CQ's state is dropped.
+    fn destroy(cq: &Cq<T>);
+
+    /// Resizes a CQ; returns the new number of entries.
+    fn resize(_cq: &Cq<T>, _cqe: u32, _udata: Option<&UData<'_>>) -> Result<u32> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Arms the CQ; returns whether completions are already waiting.
+    fn req_notify(cq: &Cq<T>, kind: Notify) -> Result<bool>;
+
+    /// Takes the next completion from a kernel consumer's CQ.
+    fn poll(cq: &Cq<T>) -> Option<Wc>;
+}
 
 /// Creation parameters (`struct ib_cq_init_attr`).
 #[derive(Clone, Copy, Debug)]
@@ -217,7 +245,7 @@ impl<T: Driver> Cq<T> {
             };
             // SAFETY: The core set `device` on the zeroed allocation.
             let dev = unsafe { Device::<T>::from_raw((*cq).device) };
-            let (data, cqe) = T::create_cq(dev, &init, udata.as_ref())?;
+            let (data, cqe) = <T::Cq as CqOps<T>>::create(dev, &init, udata.as_ref())?;
             let this = cq.cast::<Self>();
             // SAFETY: The container has room for `data` (`size_ib_cq`) and
             // is pinned (the core never moves it). On error the initialiser
@@ -245,7 +273,7 @@ impl<T: Driver> Cq<T> {
         // SAFETY: The core calls this once, for a CQ that `create_cb`
         // initialised and that no QP uses any more (it checks `usecnt`).
         let cq_ref = unsafe { &*this };
-        T::destroy_cq(cq_ref);
+        <T::Cq as CqOps<T>>::destroy(cq_ref);
         // No QP completes into the CQ any more: a handler still due is
         // dropped, and one running is waited for.
         cq_ref.upcalls.cancel_sync();
@@ -270,7 +298,7 @@ impl<T: Driver> Cq<T> {
             let udata = unsafe { UData::from_raw(udata) };
             // SAFETY: The CQ is initialised; the core holds it.
             let this = unsafe { &*cq.cast::<Self>() };
-            let n = T::resize_cq(this, cqe, udata.as_ref())?;
+            let n = <T::Cq as CqOps<T>>::resize(this, cqe, udata.as_ref())?;
             Self::set_cqe(cq, n);
             Ok(0)
         })
@@ -295,7 +323,7 @@ impl<T: Driver> Cq<T> {
                 flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0;
             // SAFETY: The CQ is initialised; the core holds it.
             let this = unsafe { &*cq.cast::<Self>() };
-            let pending = T::req_notify_cq(this, kind)?;
+            let pending = <T::Cq as CqOps<T>>::req_notify(this, kind)?;
             Ok(if report_missed && pending { 1 } else { 0 })
         })
     }
@@ -315,7 +343,9 @@ impl<T: Driver> Cq<T> {
         let index = T::qp_index(this.device());
         let mut n = 0;
         while n < num {
-            let Some(c) = T::poll_cq(this) else { break };
+            let Some(c) = <T::Cq as CqOps<T>>::poll(this) else {
+                break;
+            };
             let mut w = bindings::ib_wc::default();
             w.__bindgen_anon_1.wr_id = c.wr_id;
             w.status = c.status as u32;

@@ -9,16 +9,15 @@
 //! the `ib_device_ops` built here, and it frees the device after
 //! unregistration, dropping the driver data in `dealloc_driver`.
 
-use super::ah::{Ah, AhAttr};
+use super::ah::{Ah, AhOps};
 use super::attr::{DeviceAttr, PortAttr, PortImmutable};
-use super::cq::{Cq, CqInit, Notify};
-use super::mr::{Mr, MrInfo, Rereg, UserMrArgs};
-use super::mw::{Mw, MwType};
-use super::pd::Pd;
-use super::qp::{NewQp, Qp, QpAttr, QpCap, QpInit};
-use super::srq::{Srq, SrqAttr, SrqModify};
+use super::cq::{Cq, CqOps};
+use super::mr::{Mr, MrOps};
+use super::mw::{Mw, MwOps};
+use super::pd::{Pd, PdOps};
+use super::qp::{Qp, QpOps};
+use super::srq::{Srq, SrqOps};
 use super::sysfs::{Buffer, MAX_ATTRS};
-use super::udata::UData;
 use crate::bindings;
 use crate::net::NetDevice;
 use core::marker::PhantomData;
@@ -38,12 +37,15 @@ pub(crate) type DriverId = bindings::rdma_driver_id;
 /// `RDMA_DRIVER_UNKNOWN`: the kernel's enum has no entry for out-of-tree drivers.
 pub(crate) const DRIVER_ID_UNKNOWN: DriverId = bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
 
-/// An RDMA device driver.
+/// An RDMA device driver: the device's own verbs here, and each object's
+/// verbs in the ops trait of its state type ([`PdOps`], [`CqOps`],
+/// [`MrOps`], [`AhOps`], [`QpOps`], [`SrqOps`], [`MwOps`]).
 ///
-/// A `#[vtable]` trait: the verbs with a default body are optional, and
-/// `HAS_<VERB>` (generated) says whether the driver has one. The ops table
-/// ([`Device::OPS`]) offers the core only the verbs a driver has; a default
-/// body is never called (it fails the build if it could be).
+/// These are `#[vtable]` traits: the verbs with a default body are
+/// optional, and `HAS_<VERB>` (generated) says whether the driver has one.
+/// The ops table ([`Device::OPS`]) offers the core only the verbs a driver
+/// has; a default body is never called (it fails the build if it could
+/// be).
 #[vtable]
 pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Per-device state, stored in the same allocation as `struct ib_device`.
@@ -73,147 +75,26 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Writes the value of attribute `ATTRS[index]`.
     fn show_attr(dev: &Device<Self>, index: usize, out: &mut Buffer<'_>) -> Result;
 
-    /// Per-PD state.
-    type Pd: Send + Sync;
+    /// Per-PD state, and its verbs.
+    type Pd: PdOps<Self>;
 
-    /// Allocates a PD; `udata` is `None` for kernel callers.
-    fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<Self::Pd>;
+    /// Per-CQ state (dropped when the CQ is destroyed), and its verbs.
+    type Cq: CqOps<Self>;
 
-    /// Releases a PD that nothing uses any more.
-    fn dealloc_pd(dev: &Device<Self>, pd: Self::Pd);
+    /// Per-MR state (dropped after a successful `dereg_mr`), and its verbs.
+    type Mr: MrOps<Self>;
 
-    /// Per-CQ state; dropped when the CQ is destroyed.
-    type Cq: Send + Sync;
+    /// Per-AH state, and its verbs.
+    type Ah: AhOps<Self>;
 
-    /// Creates a CQ. Returns the initialiser of its state and the number
-    /// of entries it actually holds (at least `init.cqe`).
-    fn create_cq(
-        dev: &Device<Self>,
-        init: &CqInit,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<Self::Cq, Error>, u32)>;
+    /// Per-QP state (dropped when the QP is destroyed), and its verbs.
+    type Qp: QpOps<Self>;
 
-    /// Called just before a CQ's state is dropped.
-    fn destroy_cq(cq: &Cq<Self>);
+    /// Per-SRQ state (dropped when the SRQ is destroyed), and its verbs.
+    type Srq: SrqOps<Self>;
 
-    /// Resizes a CQ; returns the new number of entries.
-    fn resize_cq(_cq: &Cq<Self>, _cqe: u32, _udata: Option<&UData<'_>>) -> Result<u32> {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Arms the CQ; returns whether completions are already waiting.
-    fn req_notify_cq(cq: &Cq<Self>, kind: Notify) -> Result<bool>;
-
-    /// Per-MR state; dropped after a successful `dereg_mr`.
-    type Mr: Send + Sync;
-
-    /// An MR covering all memory, for kernel consumers.
-    fn get_dma_mr(_pd: &Pd<Self>, _access: u32) -> Result<(Self::Mr, MrInfo)> {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Registers user memory.
-    fn reg_user_mr(
-        pd: &Pd<Self>,
-        args: &UserMrArgs,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(Self::Mr, MrInfo)>;
-
-    /// Re-registers an MR. `Ok(None)` means changed in place; `Ok(Some)`
-    /// is a replacement MR (the core then deregisters the old one).
-    fn rereg_user_mr(
-        _mr: &Mr<Self>,
-        _what: Rereg,
-        _args: &UserMrArgs,
-        _pd: &Pd<Self>,
-        _udata: Option<&UData<'_>>,
-    ) -> Result<Option<(Self::Mr, MrInfo)>> {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Allocates a fast-registration MR (`IB_MR_TYPE_MEM_REG`) for up to
-    /// `max_num_sg` pages. With it come the three `map_mr_*` below
-    /// (`ib_map_mr_sg`), which a driver that has it must have too.
-    fn alloc_mr(_pd: &Pd<Self>, _max_num_sg: u32) -> Result<(Self::Mr, MrInfo)> {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// `ib_map_mr_sg` begins, for pages of `page_size` bytes.
-    fn map_mr_begin(_mr: &Mr<Self>, _page_size: u32) -> Result {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// The next page (its DMA address) of an `ib_map_mr_sg`.
-    fn map_mr_page(_mr: &Mr<Self>, _addr: u64) -> Result {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// `ib_map_mr_sg` mapped a range starting at `iova`.
-    fn map_mr_end(_mr: &Mr<Self>, _iova: u64) {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Deregisters an MR; on success its state is dropped.
-    fn dereg_mr(mr: &Mr<Self>) -> Result;
-
-    /// Per-AH state.
-    type Ah: Send + Sync;
-
-    /// Creates an AH. When `sleepable` is false the caller is in atomic
-    /// context and nothing may sleep.
-    /// The AH belongs to `pd`; with `udata` it is a user AH.
-    fn create_ah(
-        dev: &Device<Self>,
-        pd: &Pd<Self>,
-        attr: &AhAttr,
-        sleepable: bool,
-        udata: Option<&UData<'_>>,
-    ) -> Result<Self::Ah>;
-
-    /// Destroys an AH.
-    fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);
-
-    /// Per-QP state; dropped when the QP is destroyed.
-    type Qp: Send + Sync;
-
-    /// Creates a QP. Returns the initialiser of its state, the queue sizes
-    /// actually granted, and the QP number. Everything that can fail
-    /// happens here: the initialiser cannot, so once this returns the QP
-    /// exists and `destroy_qp` gives back what it holds.
-    fn create_qp(
-        qp: &NewQp<'_, Self>,
-        init: &QpInit,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<Self::Qp>, QpCap, u32)>;
-
-    /// Changes QP attributes and state; `mask` says which fields of `attr`
-    /// are meant.
-    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: u32, udata: Option<&UData<'_>>) -> Result;
-
-    /// Reports the QP's attributes and whether every send is signalled.
-    fn query_qp(qp: &Qp<Self>) -> Result<(QpAttr, bool)>;
-
-    /// Called just before a QP's state is dropped.
-    fn destroy_qp(qp: &Qp<Self>);
-
-    /// Attaches a UD QP to the multicast group `gid` (the core has checked
-    /// that the QP is UD and the GID multicast).
-    /// A driver that has it has `detach_mcast` too.
-    fn attach_mcast(_qp: &Qp<Self>, _gid: &[u8; 16]) -> Result {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Detaches a QP from the multicast group `gid`.
-    fn detach_mcast(_qp: &Qp<Self>, _gid: &[u8; 16]) -> Result {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// User space rang the send doorbell: work is waiting in the SQ ring.
-    /// Without it, user QPs cannot post sends through the `POST_SEND`
-    /// command.
-    fn doorbell(_qp: &Qp<Self>) -> Result {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
+    /// Per-MW state, and its verbs (none: [`NoMw`]).
+    type Mw: MwOps<Self>;
 
     /// Names of the per-port counters the core shows in sysfs
     /// (`ports/N/hw_counters`) and `rdma statistic`.
@@ -224,68 +105,10 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
-    /// A kernel consumer posts a send work request.
-    fn post_send(qp: &Qp<Self>, wr: &super::qp::SendWr<'_, Self>) -> Result;
-
-    /// A kernel consumer posts a receive work request.
-    fn post_recv(qp: &Qp<Self>, wr_id: u64, sges: &[super::qp::Sge]) -> Result;
-
-    /// Takes the next completion from a kernel consumer's CQ.
-    fn poll_cq(cq: &Cq<Self>) -> Option<super::cq::Wc>;
-
-    /// The QP's timer (see [`Qp::arm_timer`]) fired; runs in softirq.
-    fn qp_timer(qp: &Qp<Self>);
-
     /// The device's index of QPs by number, which the abstraction keeps:
     /// a QP is in it from the end of a successful `create_qp` until the
     /// start of its destruction.
     fn qp_index(dev: &Device<Self>) -> &super::qp::QpIndex<Self>;
-
-    /// Per-SRQ state; dropped when the SRQ is destroyed.
-    type Srq: Send + Sync;
-
-    /// Creates an SRQ; returns the initialiser and the sizes granted.
-    fn create_srq(
-        dev: &Device<Self>,
-        attr: &SrqAttr,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<Self::Srq, Error>, SrqAttr)>;
-
-    /// Resizes the SRQ or arms its limit.
-    fn modify_srq(
-        srq: &Srq<Self>,
-        attr: &SrqAttr,
-        what: SrqModify,
-        udata: Option<&UData<'_>>,
-    ) -> Result;
-
-    /// Reports the SRQ's sizes and limit.
-    fn query_srq(srq: &Srq<Self>) -> Result<SrqAttr>;
-
-    /// Called just before an SRQ's state is dropped.
-    fn destroy_srq(srq: &Srq<Self>);
-
-    /// A kernel consumer posts a receive to an SRQ.
-    fn post_srq_recv(srq: &Srq<Self>, wr_id: u64, sges: &[super::qp::Sge]) -> Result;
-
-    /// Per-MW state.
-    type Mw: Send + Sync;
-
-    /// Allocates a memory window; returns its state and rkey. A driver
-    /// that has it has `dealloc_mw` too.
-    fn alloc_mw(
-        _dev: &Device<Self>,
-        _pd: &Pd<Self>,
-        _mw_type: MwType,
-        _udata: Option<&UData<'_>>,
-    ) -> Result<(Self::Mw, u32)> {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Frees a memory window.
-    fn dealloc_mw(_dev: &Device<Self>, _mw: Self::Mw) {
-        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
-    }
 }
 
 impl<T: Driver> Device<T> {
@@ -316,20 +139,20 @@ impl<T: Driver> Device<T> {
         ops.size_ib_pd = size_of::<Pd<T>>();
         ops.create_cq = Some(Cq::<T>::create_cb);
         ops.destroy_cq = Some(Cq::<T>::destroy_cb);
-        if T::HAS_RESIZE_CQ {
+        if <T::Cq as CqOps<T>>::HAS_RESIZE {
             ops.resize_cq = Some(Cq::<T>::resize_cb);
         }
         ops.req_notify_cq = Some(Cq::<T>::req_notify_cb);
         ops.size_ib_cq = size_of::<Cq<T>>();
-        if T::HAS_GET_DMA_MR {
+        if <T::Mr as MrOps<T>>::HAS_GET_DMA {
             ops.get_dma_mr = Some(Mr::<T>::get_dma_cb);
         }
         ops.reg_user_mr = Some(Mr::<T>::reg_user_cb);
         ops.dereg_mr = Some(Mr::<T>::dereg_cb);
-        if T::HAS_REREG_USER_MR {
+        if <T::Mr as MrOps<T>>::HAS_REREG_USER {
             ops.rereg_user_mr = Some(Mr::<T>::rereg_user_cb);
         }
-        if T::HAS_ALLOC_MR {
+        if <T::Mr as MrOps<T>>::HAS_ALLOC {
             ops.alloc_mr = Some(Mr::<T>::alloc_cb);
             ops.map_mr_sg = Some(Mr::<T>::map_mr_sg_cb);
         }
@@ -343,7 +166,7 @@ impl<T: Driver> Device<T> {
         ops.destroy_qp = Some(Qp::<T>::destroy_cb);
         ops.post_send = Some(Qp::<T>::post_send_cb);
         ops.post_recv = Some(Qp::<T>::post_recv_cb);
-        if T::HAS_ATTACH_MCAST {
+        if <T::Qp as QpOps<T>>::HAS_ATTACH_MCAST {
             ops.attach_mcast = Some(Qp::<T>::attach_mcast_cb);
             ops.detach_mcast = Some(Qp::<T>::detach_mcast_cb);
         }
@@ -359,7 +182,7 @@ impl<T: Driver> Device<T> {
         ops.destroy_srq = Some(Srq::<T>::destroy_cb);
         ops.post_srq_recv = Some(Srq::<T>::post_recv_cb);
         ops.size_ib_srq = size_of::<Srq<T>>();
-        if T::HAS_ALLOC_MW {
+        if <T::Mw as MwOps<T>>::HAS_ALLOC {
             ops.alloc_mw = Some(Mw::<T>::alloc_cb);
             ops.dealloc_mw = Some(Mw::<T>::dealloc_cb);
         }
@@ -929,7 +752,7 @@ impl<T: Driver> NewDevice<T> {
             // REQ_NOTIFY_CQ arms a CQ for `ibv_req_notify_cq`.
             (*ib).uverbs_cmd_mask |=
                 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
-            if T::HAS_DOORBELL {
+            if <T::Qp as QpOps<T>>::HAS_DOORBELL {
                 (*ib).uverbs_cmd_mask |=
                     1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND;
             }

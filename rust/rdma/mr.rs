@@ -11,7 +11,58 @@ use core::mem::MaybeUninit;
 use kernel::alloc::{flags::GFP_KERNEL, KBox};
 use kernel::error::{Error, Result};
 use kernel::ffi::c_int;
+use kernel::macros::vtable;
 use kernel::types::Opaque;
+
+/// The verbs of an MR, implemented by the driver's per-MR state.
+#[vtable]
+pub(crate) trait MrOps<T: Driver>: Send + Sync + Sized {
+    /// An MR covering all memory, for kernel consumers.
+    fn get_dma(_pd: &Pd<T>, _access: u32) -> Result<(Self, MrInfo)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Registers user memory.
+    fn reg_user(pd: &Pd<T>, args: &UserMrArgs, udata: Option<&UData<'_>>)
+        -> Result<(Self, MrInfo)>;
+
+    /// Re-registers an MR. `Ok(None)` means changed in place; `Ok(Some)`
+    /// is a replacement MR (the core then deregisters the old one).
+    fn rereg_user(
+        _mr: &Mr<T>,
+        _what: Rereg,
+        _args: &UserMrArgs,
+        _pd: &Pd<T>,
+        _udata: Option<&UData<'_>>,
+    ) -> Result<Option<(Self, MrInfo)>> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Allocates a fast-registration MR (`IB_MR_TYPE_MEM_REG`) for up to
+    /// `max_num_sg` pages. With it come the three `map_*` below
+    /// (`ib_map_mr_sg`), which a driver that has it must have too.
+    fn alloc(_pd: &Pd<T>, _max_num_sg: u32) -> Result<(Self, MrInfo)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// `ib_map_mr_sg` begins, for pages of `page_size` bytes.
+    fn map_begin(_mr: &Mr<T>, _page_size: u32) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The next page (its DMA address) of an `ib_map_mr_sg`.
+    fn map_page(_mr: &Mr<T>, _addr: u64) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// `ib_map_mr_sg` mapped a range starting at `iova`.
+    fn map_end(_mr: &Mr<T>, _iova: u64) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Deregisters an MR; on success its state is dropped.
+    fn dereg(mr: &Mr<T>) -> Result;
+}
 
 /// The keys and extent the RDMA core records for an MR.
 #[derive(Clone, Copy, Debug)]
@@ -119,7 +170,7 @@ impl<T: Driver> Mr<T> {
     ) -> *mut bindings::ib_mr {
         // SAFETY: The core passes a live PD of this device.
         let pd = unsafe { Pd::<T>::from_raw(pd) };
-        match Self::publish(|| T::get_dma_mr(pd, access as u32)) {
+        match Self::publish(|| <T::Mr as MrOps<T>>::get_dma(pd, access as u32)) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
         }
@@ -148,7 +199,7 @@ impl<T: Driver> Mr<T> {
             iova,
             access: access as u32,
         };
-        match Self::publish(|| T::reg_user_mr(pd, &args, udata.as_ref())) {
+        match Self::publish(|| <T::Mr as MrOps<T>>::reg_user(pd, &args, udata.as_ref())) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
         }
@@ -198,7 +249,7 @@ impl<T: Driver> Mr<T> {
             Ok(s) => s,
             Err(e) => return err_ptr(e.into()),
         };
-        match T::rereg_user_mr(this, what, &args, pd, udata.as_ref()) {
+        match <T::Mr as MrOps<T>>::rereg_user(this, what, &args, pd, udata.as_ref()) {
             // Changed in place; the core updates `pd`, `iova` and `length`.
             Ok(None) => core::ptr::null_mut(),
             Ok(Some((d, i))) => Self::place(slot, d, i),
@@ -221,7 +272,7 @@ impl<T: Driver> Mr<T> {
         }
         // SAFETY: The core passes a live PD of this device.
         let pd = unsafe { Pd::<T>::from_raw(pd) };
-        match Self::publish(|| T::alloc_mr(pd, max_num_sg)) {
+        match Self::publish(|| <T::Mr as MrOps<T>>::alloc(pd, max_num_sg)) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
         }
@@ -235,7 +286,7 @@ impl<T: Driver> Mr<T> {
     unsafe extern "C" fn set_page_cb(mr: *mut bindings::ib_mr, addr: u64) -> c_int {
         // SAFETY: `ib_sg_to_pages` passes the MR `map_mr_sg_cb` gave it.
         let this = unsafe { &*mr.cast::<Self>() };
-        match T::map_mr_page(this, addr) {
+        match <T::Mr as MrOps<T>>::map_page(this, addr) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
@@ -255,7 +306,7 @@ impl<T: Driver> Mr<T> {
         // SAFETY: `mr` came from `alloc_cb`; `ib_map_mr_sg` set its
         // `page_size` before calling.
         let (this, page_size) = unsafe { (&*mr.cast::<Self>(), (*mr).page_size) };
-        if let Err(e) = T::map_mr_begin(this, page_size) {
+        if let Err(e) = <T::Mr as MrOps<T>>::map_begin(this, page_size) {
             return e.to_errno();
         }
         // SAFETY: The core's arguments are passed on unchanged; the
@@ -264,7 +315,7 @@ impl<T: Driver> Mr<T> {
             bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(Self::set_page_cb))
         };
         // SAFETY: `ib_sg_to_pages` set `iova` to the first mapped byte.
-        T::map_mr_end(this, unsafe { (*mr).iova });
+        <T::Mr as MrOps<T>>::map_end(this, unsafe { (*mr).iova });
         n
     }
 
@@ -281,7 +332,7 @@ impl<T: Driver> Mr<T> {
         // SAFETY: `mr` came from `publish` and is live until dereg
         // succeeds; the core does not call it again after success. (The
         // driver refuses while memory windows are bound to the MR.)
-        let r = T::dereg_mr(unsafe { &*this });
+        let r = <T::Mr as MrOps<T>>::dereg(unsafe { &*this });
         if let Err(e) = r {
             return e.to_errno();
         }

@@ -7,9 +7,38 @@ use super::pd::Pd;
 use super::udata::UData;
 use crate::bindings;
 use core::ptr::addr_of_mut;
+use kernel::error::Result;
 use kernel::error::{code::*, from_result};
 use kernel::ffi::c_int;
+use kernel::macros::vtable;
 use kernel::types::Opaque;
+
+/// The verbs of a memory window, implemented by the driver's per-MW state.
+/// Both are optional: a driver without windows names [`NoMw`].
+#[vtable]
+pub(crate) trait MwOps<T: Driver>: Send + Sync + Sized {
+    /// Allocates a memory window; returns its state and rkey. A driver
+    /// that has it has `dealloc` too.
+    fn alloc(
+        _dev: &Device<T>,
+        _pd: &Pd<T>,
+        _mw_type: MwType,
+        _udata: Option<&UData<'_>>,
+    ) -> Result<(Self, u32)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Frees a memory window.
+    fn dealloc(_dev: &Device<T>, _mw: Self) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+}
+
+/// The MW state of a driver without memory windows.
+pub(crate) struct NoMw;
+
+#[vtable]
+impl<T: Driver> MwOps<T> for NoMw {}
 
 /// Memory-window types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +88,7 @@ impl<T: Driver> Mw<T> {
             };
             // SAFETY: NULL or the call's valid udata.
             let udata = unsafe { UData::from_raw(udata) };
-            let (data, rkey) = T::alloc_mw(dev, pd, t, udata.as_ref())?;
+            let (data, rkey) = <T::Mw as MwOps<T>>::alloc(dev, pd, t, udata.as_ref())?;
             let this = mw.cast::<Self>();
             // SAFETY: Room for `data` (`size_ib_mw`); not initialised yet.
             unsafe {
@@ -81,7 +110,7 @@ impl<T: Driver> Mw<T> {
         let data = unsafe { addr_of_mut!((*this).data).read() };
         // SAFETY: As above.
         let dev = unsafe { Device::<T>::from_raw((*mw).device) };
-        T::dealloc_mw(dev, data);
+        <T::Mw as MwOps<T>>::dealloc(dev, data);
         0
     }
 }

@@ -7,8 +7,20 @@ use super::udata::UData;
 use crate::bindings;
 use core::ptr::addr_of_mut;
 use kernel::error::from_result;
+use kernel::error::Result;
 use kernel::ffi::c_int;
+use kernel::macros::vtable;
 use kernel::types::Opaque;
+
+/// The verbs of a PD, implemented by the driver's per-PD state.
+#[vtable]
+pub(crate) trait PdOps<T: Driver>: Send + Sync + Sized {
+    /// Allocates a PD; `udata` is `None` for kernel callers.
+    fn alloc(dev: &Device<T>, udata: Option<&UData<'_>>) -> Result<Self>;
+
+    /// Releases a PD that nothing uses any more.
+    fn dealloc(dev: &Device<T>, pd: Self);
+}
 
 /// A protection domain of driver `T`. The RDMA core allocates it with room
 /// for the driver's data (`size_ib_pd`).
@@ -65,7 +77,7 @@ impl<T: Driver> Pd<T> {
             let udata = unsafe { UData::from_raw(udata) };
             // SAFETY: The core set `device` on the zeroed allocation.
             let dev = unsafe { Device::<T>::from_raw((*pd).device) };
-            let data = T::alloc_pd(dev, udata.as_ref())?;
+            let data = <T::Pd as PdOps<T>>::alloc(dev, udata.as_ref())?;
             let this = pd.cast::<Self>();
             // SAFETY: The container has room for `data` (`size_ib_pd`) and
             // nothing initialised it yet.
@@ -89,7 +101,7 @@ impl<T: Driver> Pd<T> {
         let data = unsafe { addr_of_mut!((*this).data).read() };
         // SAFETY: As above.
         let dev = unsafe { Device::<T>::from_raw((*pd).device) };
-        T::dealloc_pd(dev, data);
+        <T::Pd as PdOps<T>>::dealloc(dev, data);
         0
     }
 }

@@ -14,8 +14,61 @@ use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result, Result};
 use kernel::ffi::c_int;
 use kernel::init::PinInit;
+use kernel::macros::vtable;
 use kernel::prelude::pin_data;
 use kernel::types::Opaque;
+
+/// The verbs of a QP, implemented by the driver's per-QP state.
+#[vtable]
+pub(crate) trait QpOps<T: Driver>: Send + Sync + Sized {
+    /// Creates a QP. Returns the initialiser of its state, the queue sizes
+    /// actually granted, and the QP number. Everything that can fail
+    /// happens here: the initialiser cannot, so once this returns the QP
+    /// exists and `destroy` gives back what it holds.
+    fn create(
+        qp: &NewQp<'_, T>,
+        init: &QpInit,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<Self>, QpCap, u32)>;
+
+    /// Changes QP attributes and state; `mask` says which fields of `attr`
+    /// are meant.
+    fn modify(qp: &Qp<T>, attr: &QpAttr, mask: u32, udata: Option<&UData<'_>>) -> Result;
+
+    /// Reports the QP's attributes and whether every send is signalled.
+    fn query(qp: &Qp<T>) -> Result<(QpAttr, bool)>;
+
+    /// Called just before a QP's state is dropped.
+    fn destroy(qp: &Qp<T>);
+
+    /// Attaches a UD QP to the multicast group `gid` (the core has checked
+    /// that the QP is UD and the GID multicast).
+    /// A driver that has it has `detach_mcast` too.
+    fn attach_mcast(_qp: &Qp<T>, _gid: &[u8; 16]) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Detaches a QP from the multicast group `gid`.
+    fn detach_mcast(_qp: &Qp<T>, _gid: &[u8; 16]) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// User space rang the send doorbell: work is waiting in the SQ ring.
+    /// Without it, user QPs cannot post sends through the `POST_SEND`
+    /// command.
+    fn doorbell(_qp: &Qp<T>) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// A kernel consumer posts a send work request.
+    fn post_send(qp: &Qp<T>, wr: &SendWr<'_, T>) -> Result;
+
+    /// A kernel consumer posts a receive work request.
+    fn post_recv(qp: &Qp<T>, wr_id: u64, sges: &[Sge]) -> Result;
+
+    /// The QP's timer (see [`Qp::arm_timer`]) fired; runs in softirq.
+    fn timer(qp: &Qp<T>);
+}
 
 /// The QP transport types roxe knows (`enum ib_qp_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,7 +331,7 @@ impl_has_timer! { impl{T: Driver} HasTimer for Qp<T> { self.timer } }
 
 impl<T: Driver> TimerCallback for Qp<T> {
     fn fired(this: &Self) {
-        T::qp_timer(this);
+        <T::Qp as QpOps<T>>::timer(this);
     }
 }
 
@@ -396,7 +449,7 @@ impl<T: Driver> Qp<T> {
     ) -> kernel::ffi::c_int {
         // SAFETY: The core passes an initialised QP it holds, and a GID.
         let (this, gid) = unsafe { (&*qp.cast::<Self>(), (*gid).raw) };
-        kernel::error::from_result(|| T::attach_mcast(this, &gid).map(|()| 0))
+        kernel::error::from_result(|| <T::Qp as QpOps<T>>::attach_mcast(this, &gid).map(|()| 0))
     }
 
     /// # Safety
@@ -411,7 +464,7 @@ impl<T: Driver> Qp<T> {
     ) -> kernel::ffi::c_int {
         // SAFETY: As in `attach_mcast_cb`.
         let (this, gid) = unsafe { (&*qp.cast::<Self>(), (*gid).raw) };
-        kernel::error::from_result(|| T::detach_mcast(this, &gid).map(|()| 0))
+        kernel::error::from_result(|| <T::Qp as QpOps<T>>::detach_mcast(this, &gid).map(|()| 0))
     }
 
     /// Reports `IB_EVENT_QP_FATAL`. The event handler runs from a work
@@ -481,7 +534,7 @@ impl<T: Driver> Qp<T> {
                 ib: unsafe { &*qp.cast::<Opaque<bindings::ib_qp>>() },
                 _p: PhantomData,
             };
-            let (data, cap, qpn) = T::create_qp(&new, &qinit, udata.as_ref())?;
+            let (data, cap, qpn) = <T::Qp as QpOps<T>>::create(&new, &qinit, udata.as_ref())?;
             // SAFETY: Room for `data` (`size_ib_qp`); pinned by the core.
             // The initialiser cannot fail (`Infallible`): what `create_qp`
             // took is owned by the QP from here on.
@@ -505,7 +558,7 @@ impl<T: Driver> Qp<T> {
             // `destroy_cb`, which removes the QP from the index first.
             let done = unsafe { &*this };
             if let Err(e) = T::qp_index(done.device()).insert(done) {
-                T::destroy_qp(done);
+                <T::Qp as QpOps<T>>::destroy(done);
                 done.upcalls.cancel_sync();
                 // SAFETY: Initialised above and not published; the core frees
                 // the memory when creation fails.
@@ -537,7 +590,7 @@ impl<T: Driver> Qp<T> {
             let udata = unsafe { UData::from_raw(udata) };
             // SAFETY: Initialised; the core holds the QP.
             let this = unsafe { &*qp.cast::<Self>() };
-            T::modify_qp(this, &a, mask, udata.as_ref())?;
+            <T::Qp as QpOps<T>>::modify(this, &a, mask, udata.as_ref())?;
             Ok(0)
         })
     }
@@ -556,7 +609,7 @@ impl<T: Driver> Qp<T> {
         from_result(|| {
             // SAFETY: Initialised; the core holds the QP.
             let this = unsafe { &*qp.cast::<Self>() };
-            let (a, sig_all) = T::query_qp(this)?;
+            let (a, sig_all) = <T::Qp as QpOps<T>>::query(this)?;
             // SAFETY: The core passes valid, exclusive out-structs.
             let (attr, init) = unsafe { (&mut *attr, &mut *init) };
             a.write_to(attr);
@@ -588,7 +641,7 @@ impl<T: Driver> Qp<T> {
         // Waits for a running callback and keeps the timer from being armed
         // again.
         q.timer().shutdown_sync();
-        T::destroy_qp(q);
+        <T::Qp as QpOps<T>>::destroy(q);
         // Unreachable now: an event still due is dropped, one running is
         // waited for.
         q.upcalls.cancel_sync();
@@ -609,9 +662,9 @@ impl<T: Driver> Qp<T> {
     ) -> c_int {
         // SAFETY: Initialised; the core holds the QP.
         let this = unsafe { &*qp.cast::<Self>() };
-        if T::HAS_DOORBELL && wr.is_null() && this.is_user() {
+        if <T::Qp as QpOps<T>>::HAS_DOORBELL && wr.is_null() && this.is_user() {
             // The provider's doorbell: work is in the mapped send queue.
-            return match T::doorbell(this) {
+            return match <T::Qp as QpOps<T>>::doorbell(this) {
                 Ok(()) => 0,
                 Err(e) => e.to_errno(),
             };
@@ -635,7 +688,7 @@ impl<T: Driver> Qp<T> {
                     // SAFETY: On UD and GSI QPs, work requests are `ib_ud_wr`s.
                     unsafe { w.read_ud(cur) };
                 }
-                T::post_send(this, &w)
+                <T::Qp as QpOps<T>>::post_send(this, &w)
             });
             if let Err(e) = res {
                 if !bad.is_null() {
@@ -663,7 +716,11 @@ impl<T: Driver> Qp<T> {
         // SAFETY: Initialised; the core holds the QP.
         let this = unsafe { &*qp.cast::<Self>() };
         // SAFETY: The core passes a kernel consumer's chain and out-pointer.
-        unsafe { post_recv_chain(wr, bad, |wr_id, sges| T::post_recv(this, wr_id, sges)) }
+        unsafe {
+            post_recv_chain(wr, bad, |wr_id, sges| {
+                <T::Qp as QpOps<T>>::post_recv(this, wr_id, sges)
+            })
+        }
     }
 }
 

@@ -7,9 +7,34 @@ use super::udata::UData;
 use crate::bindings;
 use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result};
+use kernel::error::{Error, Result};
 use kernel::ffi::c_int;
 use kernel::init::PinInit;
+use kernel::macros::vtable;
 use kernel::types::Opaque;
+
+/// The verbs of an SRQ, implemented by the driver's per-SRQ state.
+#[vtable]
+pub(crate) trait SrqOps<T: Driver>: Send + Sync + Sized {
+    /// Creates an SRQ; returns the initialiser and the sizes granted.
+    fn create(
+        dev: &Device<T>,
+        attr: &SrqAttr,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<Self, Error>, SrqAttr)>;
+
+    /// Resizes the SRQ or arms its limit.
+    fn modify(srq: &Srq<T>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result;
+
+    /// Reports the SRQ's sizes and limit.
+    fn query(srq: &Srq<T>) -> Result<SrqAttr>;
+
+    /// Called just before an SRQ's state is dropped.
+    fn destroy(srq: &Srq<T>);
+
+    /// A kernel consumer posts a receive to an SRQ.
+    fn post_recv(srq: &Srq<T>, wr_id: u64, sges: &[super::qp::Sge]) -> Result;
+}
 
 /// SRQ sizes and limit (`struct ib_srq_attr`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -133,7 +158,7 @@ impl<T: Driver> Srq<T> {
             let udata = unsafe { UData::from_raw(udata) };
             // SAFETY: Set by the core before the call.
             let dev = unsafe { Device::<T>::from_raw((*srq).device) };
-            let (data, granted) = T::create_srq(dev, &attr, udata.as_ref())?;
+            let (data, granted) = <T::Srq as SrqOps<T>>::create(dev, &attr, udata.as_ref())?;
             let this = srq.cast::<Self>();
             // SAFETY: Room for `data` (`size_ib_srq`); pinned by the core.
             unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
@@ -173,7 +198,7 @@ impl<T: Driver> Srq<T> {
             let udata = unsafe { UData::from_raw(udata) };
             // SAFETY: Initialised; the core holds the SRQ.
             let this = unsafe { &*srq.cast::<Self>() };
-            T::modify_srq(this, &a, what, udata.as_ref())?;
+            <T::Srq as SrqOps<T>>::modify(this, &a, what, udata.as_ref())?;
             Ok(0)
         })
     }
@@ -190,7 +215,7 @@ impl<T: Driver> Srq<T> {
         from_result(|| {
             // SAFETY: Initialised; the core holds the SRQ.
             let this = unsafe { &*srq.cast::<Self>() };
-            let a = T::query_srq(this)?;
+            let a = <T::Srq as SrqOps<T>>::query(this)?;
             // SAFETY: The core passes a valid out-struct.
             a.write_to(unsafe { &mut *attr });
             Ok(0)
@@ -211,7 +236,9 @@ impl<T: Driver> Srq<T> {
         let this = unsafe { &*srq.cast::<Self>() };
         // SAFETY: The core passes a kernel consumer's chain and out-pointer.
         unsafe {
-            super::qp::post_recv_chain(wr, bad, |wr_id, sges| T::post_srq_recv(this, wr_id, sges))
+            super::qp::post_recv_chain(wr, bad, |wr_id, sges| {
+                <T::Srq as SrqOps<T>>::post_recv(this, wr_id, sges)
+            })
         }
     }
 
@@ -228,7 +255,7 @@ impl<T: Driver> Srq<T> {
         // SAFETY: Called once for an initialised SRQ that no QP uses (the
         // core checks its use count).
         let srq_ref = unsafe { &*this };
-        T::destroy_srq(srq_ref);
+        <T::Srq as SrqOps<T>>::destroy(srq_ref);
         // No QP takes from the SRQ any more: an event still due is dropped,
         // one running is waited for.
         srq_ref.upcalls.cancel_sync();

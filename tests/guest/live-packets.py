@@ -471,6 +471,41 @@ def retry_timer(v, w, check):
         pass
 
 
+def blocked_wqe(v, w, check):
+    """Issue 14: a WQE that fails locally (a bad lkey) behind one in flight
+    waits for it, and fails alone. Until 2026-12-03 a go-back (here an RNR
+    NAK) left its status pending, and the next ACK, even a duplicate one,
+    failed the good WQE before it, still to be resent, with that status."""
+    buf = MR(v.pd, 64, LW)
+    qp = v.qp(LW)
+    w.drain()
+    qp.post_send(SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1,
+                        sg=[SGE(buf.buf, 64, buf.lkey)]))
+    qp.post_send(SendWR(wr_id=2, opcode=e.IBV_WR_SEND, num_sge=1,
+                        sg=[SGE(buf.buf, 64, buf.lkey ^ 0x80)]))
+    got = w.drain()
+    check([p[:2] for p in got] == [(SEND_ONLY, PSN)],
+          f"the good SEND goes out, the one with a bad lkey does not ({got})")
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN, bp.aeth(0x20 | 29, 0))  # RNR NAK, 245.76 ms
+    time.sleep(0.05)
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN - 1, bp.aeth(0, 0))  # a duplicate ACK
+    time.sleep(0.05)
+    n, wcs = v.cq.poll(1)
+    check(n == 0, f"a duplicate ACK during the RNR wait completes nothing "
+                  f"({[(wc.wr_id, wc.status) for wc in wcs[:n]]})")
+    got = w.drain()
+    w.send(qp.qp_num, ACKNOWLEDGE, PSN, bp.aeth(0, 1))
+    first, second = poll_one(v.cq), poll_one(v.cq)
+    check((SEND_ONLY, PSN, None) in got and first is not None and first.wr_id == 1
+          and first.status == e.IBV_WC_SUCCESS and second is not None and second.wr_id == 2
+          and second.status != e.IBV_WC_SUCCESS,
+          f"after the wait the good SEND is resent, and the ACK completes it; then the bad one "
+          f"fails (sent {got}; completions {first and (first.wr_id, first.status)}, "
+          f"{second and (second.wr_id, second.status)})")
+    while v.cq.poll(1)[0]:
+        pass
+
+
 def poll_one(cq, timeout=1.0):
     """The next completion on `cq` within `timeout` seconds, or None."""
     end = time.monotonic() + timeout
@@ -1035,7 +1070,7 @@ def main():
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
     for part in (addresses, duplicate_reads, atomic_replays, stale_naks, requester_acks,
-                 retry_timer, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast):
+                 retry_timer, blocked_wqe, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The verbs: roxe's `Driver` implementation, which hands each verb to the
-//! module of its object, and device creation through `rdma link add`
+//! The verbs: roxe's `Driver` implementation and its objects' ops traits,
+//! which hand each verb to the module of its object, and device creation through `rdma link add`
 //! ([`Link`]), with the device's attributes.
 
 use crate::ah::{self, RoxeAh};
@@ -18,18 +18,18 @@ use crate::pd::{self, RoxePd};
 use crate::proto::mtu::IbMtu;
 use crate::proto::wr::MAX_SGE;
 use crate::qp::{self, RoxeQp};
-use crate::rdma::ah::AhAttr;
+use crate::rdma::ah::{AhAttr, AhOps};
 use crate::rdma::attr::{
     DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP,
 };
-use crate::rdma::cq::{Cq, CqInit, Notify, Wc};
+use crate::rdma::cq::{Cq, CqInit, CqOps, Notify, Wc};
 use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN};
 use crate::rdma::link::LinkOps;
-use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
-use crate::rdma::mw::MwType;
-use crate::rdma::pd::Pd;
-use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit, Sge};
-use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
+use crate::rdma::mr::{Mr, MrInfo, MrOps, Rereg, UserMrArgs};
+use crate::rdma::mw::{MwOps, MwType};
+use crate::rdma::pd::{Pd, PdOps};
+use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit, QpOps, Sge};
+use crate::rdma::srq::{Srq, SrqAttr, SrqModify, SrqOps};
 use crate::rdma::sysfs::Buffer;
 use crate::rdma::udata::UData;
 use crate::srq::{self, RoxeSrq};
@@ -189,195 +189,205 @@ impl Driver for Roxe {
     }
 
     type Pd = RoxePd;
-
-    fn alloc_pd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result<RoxePd> {
-        pd::alloc(dev, udata)
-    }
-
-    fn dealloc_pd(dev: &Device<Self>, pd: RoxePd) {
-        pd::dealloc(dev, pd)
-    }
-
     type Cq = RoxeCq;
-
-    fn create_cq(
-        dev: &Device<Self>,
-        init: &CqInit,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<RoxeCq, Error>, u32)> {
-        cq::create(dev, init, udata)
-    }
-
-    fn destroy_cq(cq: &Cq<Self>) {
-        cq::destroy(cq)
-    }
-
-    fn resize_cq(cq: &Cq<Self>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32> {
-        cq::resize(cq, cqe, udata)
-    }
-
-    fn req_notify_cq(cq: &Cq<Self>, kind: Notify) -> Result<bool> {
-        cq::req_notify(cq, kind)
-    }
-
     type Mr = RoxeMr;
-
-    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<(RoxeMr, MrInfo)> {
-        mr::get_dma(pd, access)
-    }
-
-    fn reg_user_mr(
-        pd: &Pd<Self>,
-        args: &UserMrArgs,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(RoxeMr, MrInfo)> {
-        mr::reg_user(pd, args, udata)
-    }
-
-    fn rereg_user_mr(
-        m: &Mr<Self>,
-        what: Rereg,
-        args: &UserMrArgs,
-        pd: &Pd<Self>,
-        udata: Option<&UData<'_>>,
-    ) -> Result<Option<(RoxeMr, MrInfo)>> {
-        mr::rereg(m, what, args, pd, udata)
-    }
-
-    fn alloc_mr(pd: &Pd<Self>, max_num_sg: u32) -> Result<(RoxeMr, MrInfo)> {
-        mr::alloc_fast(pd, max_num_sg)
-    }
-
-    fn map_mr_begin(m: &Mr<Self>, page_size: u32) -> Result {
-        mr::map_begin(m.data(), page_size)
-    }
-
-    fn map_mr_page(m: &Mr<Self>, addr: u64) -> Result {
-        mr::map_page(m.data(), addr)
-    }
-
-    fn map_mr_end(m: &Mr<Self>, iova: u64) {
-        mr::map_end(m.data(), iova)
-    }
-
-    fn dereg_mr(mr: &Mr<Self>) -> Result {
-        mr::dereg(mr)
-    }
-
     type Ah = RoxeAh;
-
-    fn create_ah(
-        dev: &Device<Self>,
-        pd: &Pd<Self>,
-        attr: &AhAttr,
-        sleepable: bool,
-        udata: Option<&UData<'_>>,
-    ) -> Result<RoxeAh> {
-        ah::create(dev, pd, attr, sleepable, udata)
-    }
-
-    fn destroy_ah(dev: &Device<Self>, a: RoxeAh) {
-        ah::destroy(dev, a)
-    }
-
     type Qp = RoxeQp;
-
-    fn create_qp(
-        qp: &NewQp<'_, Self>,
-        init: &QpInit,
-        udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<RoxeQp>, QpCap, u32)> {
-        qp::create(qp, init, udata)
-    }
-
-    fn modify_qp(q: &Qp<Self>, attr: &QpAttr, mask: u32, udata: Option<&UData<'_>>) -> Result {
-        qp::modify(q, attr, mask, udata)
-    }
-
-    fn query_qp(q: &Qp<Self>) -> Result<(QpAttr, bool)> {
-        qp::query(q)
-    }
-
-    fn destroy_qp(q: &Qp<Self>) {
-        q.device().data().mcast.detach_all(q.qp_num());
-        qp::destroy(q)
-    }
-
-    fn attach_mcast(q: &Qp<Self>, gid: &[u8; 16]) -> Result {
-        q.device().data().mcast.attach(gid, q.qp_num())
-    }
-
-    fn detach_mcast(q: &Qp<Self>, gid: &[u8; 16]) -> Result {
-        q.device().data().mcast.detach(gid, q.qp_num())
-    }
-
-    fn doorbell(q: &Qp<Self>) -> Result {
-        qp::doorbell(q)
-    }
-
-    fn post_send(q: &Qp<Self>, wr: &crate::rdma::qp::SendWr<'_, Self>) -> Result {
-        qp::post_kernel_send(q, wr)
-    }
-
-    fn post_recv(q: &Qp<Self>, wr_id: u64, sges: &[Sge]) -> Result {
-        qp::post_kernel_recv(q, wr_id, sges)
-    }
-
-    fn poll_cq(c: &Cq<Self>) -> Option<Wc> {
-        cq::pop(c)
-    }
-
-    fn qp_timer(q: &Qp<Self>) {
-        crate::qp::comp::on_timer(q)
-    }
+    type Srq = RoxeSrq;
+    type Mw = RoxeMw;
 
     fn qp_index(dev: &Device<Self>) -> &QpIndex<Self> {
         &dev.data().qp_index
     }
+}
 
-    type Srq = RoxeSrq;
+#[vtable]
+impl PdOps<Roxe> for RoxePd {
+    fn alloc(dev: &Device<Roxe>, udata: Option<&UData<'_>>) -> Result<Self> {
+        pd::alloc(dev, udata)
+    }
 
-    fn create_srq(
-        dev: &Device<Self>,
+    fn dealloc(dev: &Device<Roxe>, pd: Self) {
+        pd::dealloc(dev, pd)
+    }
+}
+
+#[vtable]
+impl CqOps<Roxe> for RoxeCq {
+    fn create(
+        dev: &Device<Roxe>,
+        init: &CqInit,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<Self, Error>, u32)> {
+        cq::create(dev, init, udata)
+    }
+
+    fn destroy(cq: &Cq<Roxe>) {
+        cq::destroy(cq)
+    }
+
+    fn resize(cq: &Cq<Roxe>, cqe: u32, udata: Option<&UData<'_>>) -> Result<u32> {
+        cq::resize(cq, cqe, udata)
+    }
+
+    fn req_notify(cq: &Cq<Roxe>, kind: Notify) -> Result<bool> {
+        cq::req_notify(cq, kind)
+    }
+
+    fn poll(c: &Cq<Roxe>) -> Option<Wc> {
+        cq::pop(c)
+    }
+}
+
+#[vtable]
+impl MrOps<Roxe> for RoxeMr {
+    fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<(Self, MrInfo)> {
+        mr::get_dma(pd, access)
+    }
+
+    fn reg_user(
+        pd: &Pd<Roxe>,
+        args: &UserMrArgs,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(Self, MrInfo)> {
+        mr::reg_user(pd, args, udata)
+    }
+
+    fn rereg_user(
+        m: &Mr<Roxe>,
+        what: Rereg,
+        args: &UserMrArgs,
+        pd: &Pd<Roxe>,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Option<(Self, MrInfo)>> {
+        mr::rereg(m, what, args, pd, udata)
+    }
+
+    fn alloc(pd: &Pd<Roxe>, max_num_sg: u32) -> Result<(Self, MrInfo)> {
+        mr::alloc_fast(pd, max_num_sg)
+    }
+
+    fn map_begin(m: &Mr<Roxe>, page_size: u32) -> Result {
+        mr::map_begin(m.data(), page_size)
+    }
+
+    fn map_page(m: &Mr<Roxe>, addr: u64) -> Result {
+        mr::map_page(m.data(), addr)
+    }
+
+    fn map_end(m: &Mr<Roxe>, iova: u64) {
+        mr::map_end(m.data(), iova)
+    }
+
+    fn dereg(mr: &Mr<Roxe>) -> Result {
+        mr::dereg(mr)
+    }
+}
+
+#[vtable]
+impl AhOps<Roxe> for RoxeAh {
+    fn create(
+        dev: &Device<Roxe>,
+        pd: &Pd<Roxe>,
+        attr: &AhAttr,
+        sleepable: bool,
+        udata: Option<&UData<'_>>,
+    ) -> Result<Self> {
+        ah::create(dev, pd, attr, sleepable, udata)
+    }
+
+    fn destroy(dev: &Device<Roxe>, a: Self) {
+        ah::destroy(dev, a)
+    }
+}
+
+#[vtable]
+impl QpOps<Roxe> for RoxeQp {
+    fn create(
+        qp: &NewQp<'_, Roxe>,
+        init: &QpInit,
+        udata: Option<&UData<'_>>,
+    ) -> Result<(impl PinInit<Self>, QpCap, u32)> {
+        qp::create(qp, init, udata)
+    }
+
+    fn modify(q: &Qp<Roxe>, attr: &QpAttr, mask: u32, udata: Option<&UData<'_>>) -> Result {
+        qp::modify(q, attr, mask, udata)
+    }
+
+    fn query(q: &Qp<Roxe>) -> Result<(QpAttr, bool)> {
+        qp::query(q)
+    }
+
+    fn destroy(q: &Qp<Roxe>) {
+        q.device().data().mcast.detach_all(q.qp_num());
+        qp::destroy(q)
+    }
+
+    fn attach_mcast(q: &Qp<Roxe>, gid: &[u8; 16]) -> Result {
+        q.device().data().mcast.attach(gid, q.qp_num())
+    }
+
+    fn detach_mcast(q: &Qp<Roxe>, gid: &[u8; 16]) -> Result {
+        q.device().data().mcast.detach(gid, q.qp_num())
+    }
+
+    fn doorbell(q: &Qp<Roxe>) -> Result {
+        qp::doorbell(q)
+    }
+
+    fn post_send(q: &Qp<Roxe>, wr: &crate::rdma::qp::SendWr<'_, Roxe>) -> Result {
+        qp::post_kernel_send(q, wr)
+    }
+
+    fn post_recv(q: &Qp<Roxe>, wr_id: u64, sges: &[Sge]) -> Result {
+        qp::post_kernel_recv(q, wr_id, sges)
+    }
+
+    fn timer(q: &Qp<Roxe>) {
+        crate::qp::comp::on_timer(q)
+    }
+}
+
+#[vtable]
+impl SrqOps<Roxe> for RoxeSrq {
+    fn create(
+        dev: &Device<Roxe>,
         attr: &SrqAttr,
         udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<RoxeSrq, Error>, SrqAttr)> {
+    ) -> Result<(impl PinInit<Self, Error>, SrqAttr)> {
         srq::create(dev, attr, udata)
     }
 
-    fn modify_srq(
-        s: &Srq<Self>,
-        attr: &SrqAttr,
-        what: SrqModify,
-        udata: Option<&UData<'_>>,
-    ) -> Result {
+    fn modify(s: &Srq<Roxe>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result {
         srq::modify(s, attr, what, udata)
     }
 
-    fn query_srq(s: &Srq<Self>) -> Result<SrqAttr> {
+    fn query(s: &Srq<Roxe>) -> Result<SrqAttr> {
         srq::query(s)
     }
 
-    fn destroy_srq(s: &Srq<Self>) {
+    fn destroy(s: &Srq<Roxe>) {
         srq::destroy(s)
     }
 
-    fn post_srq_recv(s: &Srq<Self>, wr_id: u64, sges: &[Sge]) -> Result {
+    fn post_recv(s: &Srq<Roxe>, wr_id: u64, sges: &[Sge]) -> Result {
         srq::post_kernel_recv(s, wr_id, sges)
     }
+}
 
-    type Mw = RoxeMw;
-
-    fn alloc_mw(
-        dev: &Device<Self>,
-        pd: &Pd<Self>,
+#[vtable]
+impl MwOps<Roxe> for RoxeMw {
+    fn alloc(
+        dev: &Device<Roxe>,
+        pd: &Pd<Roxe>,
         t: MwType,
         udata: Option<&UData<'_>>,
-    ) -> Result<(RoxeMw, u32)> {
+    ) -> Result<(Self, u32)> {
         mw::alloc(dev, pd, t, udata)
     }
 
-    fn dealloc_mw(dev: &Device<Self>, m: RoxeMw) {
+    fn dealloc(dev: &Device<Roxe>, m: Self) {
         mw::dealloc(dev, m)
     }
 }

@@ -349,6 +349,11 @@ fn go_back(qp: &Qp<Roxe>, st: &mut QpState) {
             first
         };
         st.req.sq_sent = st.sq_consumer;
+        // A WQE that failed locally behind the unacknowledged ones is
+        // found again when sending reaches it; until then an ACK that
+        // completes everything resent must not fail the oldest WQE, still
+        // to be resent, with its status.
+        st.req.sq_blocked = None;
         st.req.sq_pkt = first.distance(resume);
         st.req.npsn = resume;
         st.comp.una = resume;
