@@ -5,7 +5,7 @@
 //! ACKs, NAKs and read responses. It runs from the UDP receive hook
 //! (softirq) under the QP's state lock. Its state is [`RespState`].
 
-use super::req::WINDOW;
+use super::req::RESPONSE_BURST;
 use super::QpState;
 use crate::counters::{Drop, Event};
 use crate::cq;
@@ -916,12 +916,12 @@ fn read_response(
         st.resp.msn
     };
     let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
-    // At most one window of responses goes out per request: a requester
+    // At most a burst of responses goes out per request: a requester
     // that asks for megabytes at once would otherwise get thousands of
     // packets in one burst, more than the queues on the way hold. What is
     // held back looks like loss to the requester, which asks again from
     // the first missing PSN (a duplicate, answered the same way).
-    for i in 0..n.min(WINDOW) {
+    for i in 0..n.min(RESPONSE_BURST) {
         let pos = seg::position(i, n);
         let opcode = seg::read_response_opcode(pos);
         let off = i * mtu;
