@@ -7,8 +7,8 @@
 //! state is [`CompState`].
 
 use super::req::{
-    complete_send, fail, msg_len, outstanding, send_pending, send_sges, this_dev_credits,
-    timeout_ms, WINDOW,
+    complete_send, fail, msg_len, now_ms, outstanding, retry_due_in, send_pending, send_sges,
+    this_dev_credits, WINDOW,
 };
 use super::QpState;
 use crate::counters::{Drop, Event};
@@ -307,20 +307,6 @@ fn oldest_waiting(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) -> core::result::Re
         return Err(Drop::Unexpected);
     }
     Ok(st.sq_consumer)
-}
-
-/// The time in milliseconds, for the retry timeout.
-pub(crate) fn now_ms() -> i64 {
-    kernel::time::Ktime::ktime_get().to_ms()
-}
-
-/// How long (ms) until the retry timeout is due, or `None` if it is due
-/// now (or the QP waits forever).
-pub(crate) fn retry_due_in(st: &QpState) -> Option<u32> {
-    let ms = timeout_ms(st)?;
-    let left = st.comp.active_ms.saturating_add(i64::from(ms)) - now_ms();
-    // CAST: between 1 and `ms`.
-    (left > 0).then(|| left.min(i64::from(ms)) as u32)
 }
 
 /// Counts a requester event on `qp`'s device.

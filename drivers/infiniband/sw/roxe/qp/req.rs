@@ -225,7 +225,7 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     let ndev = st.ndev.clone();
     send_loop(qp, st, ndev.as_deref(), t, &mut budget);
     if budget != BUDGET {
-        st.comp.active_ms = super::comp::now_ms();
+        st.comp.active_ms = now_ms();
     }
     if budget == 0 {
         st.req.kick = true;
@@ -847,6 +847,20 @@ pub(crate) fn timeout_ms(st: &QpState) -> Option<u32> {
     Some(ms.clamp(10, 60_000) as u32)
 }
 
+/// The time in milliseconds, for the retry timeout.
+pub(crate) fn now_ms() -> i64 {
+    kernel::time::Ktime::ktime_get().to_ms()
+}
+
+/// How long (ms) until the retry timeout is due, or `None` if it is due
+/// now (or the QP waits forever).
+pub(crate) fn retry_due_in(st: &QpState) -> Option<u32> {
+    let ms = timeout_ms(st)?;
+    let left = st.comp.active_ms.saturating_add(i64::from(ms)) - now_ms();
+    // CAST: between 1 and `ms`.
+    (left > 0).then(|| left.min(i64::from(ms)) as u32)
+}
+
 /// Whether sent work waits for acknowledgement.
 pub(crate) fn outstanding(st: &QpState) -> bool {
     st.req.sq_sent != st.sq_consumer || st.req.sq_pkt != 0
@@ -860,7 +874,7 @@ pub(crate) fn arm_retry(qp: &Qp<Roxe>, st: &mut QpState) {
         // This replaces a pending kick's expiry; the send it was for has
         // just run.
         st.req.kick = false;
-        qp.arm_timer(super::comp::retry_due_in(st).unwrap_or(0));
+        qp.arm_timer(retry_due_in(st).unwrap_or(0));
     }
 }
 
