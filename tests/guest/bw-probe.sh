@@ -8,29 +8,19 @@ wait_for 10 gid_index_v4 roxe0
 gidx=$(gid_index_v4 roxe0)
 roxe_signal up
 roxe_wait up 120 || fail "the peer never set up"
-i=0
-for run in "ib_read_bw -s 4096 -n 2000" "ib_read_bw -s 65536 -n 200" "ib_write_bw -s 4096 -n 2000" \
-	"ib_write_bw -s 1048576 -n 20" "ib_send_bw -s 4096 -n 2000"; do
-	i=$((i + 1))
-	read -r -a cmd <<<"$run"
-	port=$((19100 + i))
-	counters_save roxe0 /tmp/before
-	if [ "$ROXE_ROLE" = 1 ]; then
-		timeout 120 "${cmd[@]}" -d roxe0 -x "$gidx" -F -p "$port" >/tmp/bw.log 2>&1 &
-		pid=$!
-		sleep 1
-		roxe_signal "ready$i"
-		wait "$pid"
-		echo "$run server: exit $?"
-	else
-		roxe_wait "ready$i" 120
-		timeout 120 "${cmd[@]}" -d roxe0 -x "$gidx" -F -p "$port" "$ROXE_PEER_IP" >/tmp/bw.log 2>&1
-		echo "$run client: exit $?"
-		grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/bw.log | sed 's/^/    /'
-	fi
-	counters_moved roxe0 /tmp/before
-	roxe_signal "done$i"
-	roxe_wait "done$i" 180
-done
+runs=("ib_read_bw -s 4096 -n 2000" "ib_read_bw -s 65536 -n 200" "ib_write_bw -s 4096 -n 2000"
+	"ib_write_bw -s 1048576 -n 20" "ib_send_bw -s 4096 -n 2000")
+perftest() { # PORT I [SERVER]
+	local cmd
+	read -r -a cmd <<<"${runs[$2 - 1]}"
+	timeout 120 "${cmd[@]}" -d roxe0 -x "$gidx" -F -p "$1" ${3:+"$3"}
+}
+serve() { perftest "$1" "$2"; }
+connect() { # PORT I
+	perftest "$1" "$2" "$ROXE_PEER_IP" >/tmp/run.log 2>&1
+	echo "${runs[$2 - 1]} client: exit $?"
+}
+summary() { echo "${runs[$1 - 1]}"; grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/run.log; }
+repeat_runs "${#runs[@]}" roxe0
 roxe_cleanup
 finish

@@ -86,6 +86,38 @@ b, a = kv(sys.argv[1]), kv(sys.argv[2])
 print("    " + " ".join(f"{k}={v - b.get(k, 0)}" for k, v in a.items() if v != b.get(k, 0)))' "$2" "$2.now"
 }
 
+# repeat_runs RUNS DEV: the loop of the two-guest diagnostics (read-loop.sh,
+# pp-loop.sh, bw-probe.sh). Run I listens on port 19000+I: role 1 runs `serve PORT I` in
+# the background, and role 2 then runs `connect PORT I`, whose output is in
+# /tmp/run.log and the lines it prints show the verdict. After each run both
+# sides print the run's summary (`summary I`: lines from
+# /tmp/run.log) and DEV's counters that moved. A file `stop` in the shared
+# folder ends the loop on both sides.
+repeat_runs() {
+	local i port pid
+	for i in $(seq 1 "$1"); do
+		[ -e "$ROXE_SHARED/stop" ] && break
+		port=$((19000 + i))
+		counters_save "$2" /tmp/before
+		if [ "$ROXE_ROLE" = 1 ]; then
+			serve "$port" "$i" >/tmp/run.log 2>&1 &
+			pid=$!
+			sleep 1
+			roxe_signal "ready$i"
+			wait "$pid"
+			echo "run $i server: exit $?"
+		else
+			roxe_wait "ready$i" 120
+			connect "$port" "$i"
+		fi
+		summary "$i" | sed 's/^/    /'
+		# The counters that moved: NAME=DELTA.
+		counters_moved "$2" /tmp/before
+		roxe_signal "done$i"
+		roxe_wait "done$i" 180
+	done
+}
+
 # Remove every roxe link, then the module, whatever state a test left.
 roxe_cleanup() {
 	local d

@@ -20,27 +20,14 @@ roxe_wait up 120 || fail "the peer never set up"
 # shellcheck disable=SC2086 # netem parameters are a word list
 check "netem $netem" tc qdisc add dev "$ROXE_IF" root netem $netem
 dev=roxe0
-for i in $(seq 1 "$runs"); do
-	port=$((19000 + i))
-	counters_save "$dev" /tmp/before
-	if [ "$ROXE_ROLE" = 1 ]; then
-		timeout 120 ibv_rc_pingpong -d roxe0 -g "$gidx" "${args[@]}" -p "$port" >/tmp/pp.log 2>&1 &
-		pid=$!
-		sleep 1
-		roxe_signal "ready$i"
-		wait "$pid"
-		echo "run $i server: exit $?"
-	else
-		roxe_wait "ready$i" 120
-		timeout 120 ibv_rc_pingpong -d roxe0 -g "$gidx" "${args[@]}" -p "$port" "$ROXE_PEER_IP" >/tmp/pp.log 2>&1
-		echo "run $i client: exit $?"
-	fi
-	grep -E "Failed|iters" /tmp/pp.log | sed 's/^/    /'
-	# The counters that moved: NAME=DELTA.
-	counters_moved "$dev" /tmp/before
-	roxe_signal "done$i"
-	roxe_wait "done$i" 180
-done
+pingpong() { timeout 120 ibv_rc_pingpong -d roxe0 -g "$gidx" "${args[@]}" -p "$@"; }
+serve() { pingpong "$1"; }
+connect() { # PORT I
+	pingpong "$1" "$ROXE_PEER_IP" >/tmp/run.log 2>&1
+	echo "run $2 client: exit $?"
+}
+summary() { grep -E "Failed|iters" /tmp/run.log; }
+repeat_runs "$runs" "$dev"
 tc qdisc del dev "$ROXE_IF" root
 roxe_cleanup
 finish

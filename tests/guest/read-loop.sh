@@ -19,38 +19,24 @@ roxe_signal up
 roxe_wait up 120 || fail "the peer never set up"
 check "netem loss 1%" tc qdisc add dev "$ROXE_IF" root netem loss 1%
 verify=(python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" --mtu 1024 --ops read --sizes 1048576 --timeout 60)
-for i in $(seq 1 "$runs"); do
-	[ -e "$ROXE_SHARED/stop" ] && break
-	port=$((19000 + i))
-	counters_save "$dev" /tmp/before
-	if [ "$ROXE_ROLE" = 1 ]; then
-		"${verify[@]}" -p "$port" >/tmp/rv.log 2>&1 &
-		pid=$!
-		sleep 1
-		roxe_signal "ready$i"
-		wait "$pid"
-		echo "run $i server: exit $?"
-	else
-		roxe_wait "ready$i" 120
-		tcpdump -i "$ROXE_IF" -s 90 -w /tmp/run.pcap udp port 4791 2>/dev/null &
-		tpid=$!
-		sleep 0.5
-		"${verify[@]}" -p "$port" "$ROXE_PEER_IP" >/tmp/rv.log 2>&1
-		rc=$?
-		sleep 0.5
-		kill "$tpid"; wait "$tpid"
-		echo "run $i client: exit $rc"
-		if [ "$rc" != 0 ]; then
-			cp /tmp/run.pcap "$ROXE_OUT/fail$i.pcap"
-			touch "$ROXE_SHARED/stop"
-		fi
+serve() { "${verify[@]}" -p "$1"; }
+connect() { # PORT I: with a header capture, kept if the run fails
+	local rc tpid
+	tcpdump -i "$ROXE_IF" -s 90 -w /tmp/run.pcap udp port 4791 2>/dev/null &
+	tpid=$!
+	sleep 0.5
+	"${verify[@]}" -p "$1" "$ROXE_PEER_IP" >/tmp/run.log 2>&1
+	rc=$?
+	sleep 0.5
+	kill "$tpid"; wait "$tpid"
+	echo "run $2 client: exit $rc"
+	if [ "$rc" != 0 ]; then
+		cp /tmp/run.pcap "$ROXE_OUT/fail$2.pcap"
+		touch "$ROXE_SHARED/stop"
 	fi
-	grep -E "FAIL|ok " /tmp/rv.log | sed 's/^/    /'
-	# The counters that moved: NAME=DELTA.
-	counters_moved "$dev" /tmp/before
-	roxe_signal "done$i"
-	roxe_wait "done$i" 180
-done
+}
+summary() { grep -E "FAIL|ok " /tmp/run.log; }
+repeat_runs "$runs" "$dev"
 tc qdisc del dev "$ROXE_IF" root
 [ "$ROXE_ROLE" = 1 ] && { rdma link delete rxe0; rmmod rdma_rxe; } || roxe_cleanup
 finish
