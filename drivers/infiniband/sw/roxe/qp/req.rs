@@ -138,13 +138,15 @@ impl ReqState {
 }
 
 /// PSNs an RC requester keeps unacknowledged before it waits (it asks for
-/// an ACK every half window). Virtual links drop long bursts: with 256, a
-/// 1 MiB RDMA WRITE between two QEMU guests overflowed the receiving QEMU's
-/// host UDP socket buffer (`UdpRcvbufErrors` +52 to +113 per 20 writes,
-/// each loss a go-back), and none with 128; write_bw 1M went from a median
-/// of about 5.2 to 8.8 MB/s on the bench kernel (Documentation/bench.md,
-/// "The send window"). rxe keeps 128 PSNs and at most 64 packets queued.
-pub(crate) const WINDOW: u32 = 128;
+/// an ACK every half window). Virtual links drop long bursts: between two
+/// QEMU guests the receiving QEMU's host UDP socket holds about 90
+/// datagrams (`rmem_default`), and what its guest has not taken by then is
+/// lost (`UdpRcvbufErrors`), each loss a go-back. With 256, a 1 MiB RDMA
+/// WRITE lost 52 to 113 packets per 20 writes; with 128, write and send
+/// still lost some on the bench kernel; with 64, none, and no cell of
+/// `tests/guest/bw-probe.sh` was slower (Documentation/bench.md, "The send
+/// window"). rxe keeps 128 PSNs and at most 64 packets queued per QP.
+pub(crate) const WINDOW: u32 = 64;
 
 /// Read response packets the responder sends for one request, at most: a
 /// requester that asks for more asks again from where they stop.
@@ -152,12 +154,13 @@ pub(crate) const RESPONSE_BURST: u32 = 256;
 
 /// Response packets one RC requester's reads may have outstanding, and the
 /// largest piece one read request asks for. The responders answer each
-/// request in one burst, so the bursts of several QPs reading at once land
-/// together in the receive queues on the way (a virtio NIC's ring holds
-/// 256 packets): at 256 per QP, two QPs of `ib_read_bw -q 2` overflowed
-/// them, and the retransmitted bursts collided again until the retry
-/// count ran out.
-const READ_WINDOW: u32 = 128;
+/// request at once, so what a requester asks for arrives as one burst, and
+/// the bursts of several QPs reading at once land together. A tail lost
+/// from a burst is found only by the retry timeout: at 128, `ib_read_bw`
+/// 4K and 64K on the bench kernel timed out 22 and 77 times in a run (the
+/// host dropped 6,220 datagrams), at 64 never, and moved 4 to 10 times as
+/// much (Documentation/bench.md, "The send window").
+const READ_WINDOW: u32 = 64;
 
 /// Packets one call of the requester sends before it yields to the timer.
 const BUDGET: u32 = 256;
