@@ -388,6 +388,7 @@ static bool roxe_tx_multicast(struct sk_buff *skb, bool ipv6)
  * goes out as roxe's tunnel socket, which the IP layer does not loop back
  * (see roxe_udp_tunnel_open); its copy for this host's own members is
  * delivered as roxe_tx_loopback delivers one to a local address.
+ * Returns 0 or a negative errno (-ENOBUFS for a packet dropped on the way).
  */
 int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
 {
@@ -416,7 +417,9 @@ int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
 		skb_dst_drop(copy);
 		roxe_tx_loopback(copy, dst, dst->dev);
 	}
-	return rc;
+	/* A congestion note (NET_XMIT_CN) still sent the packet; a drop did not. */
+	rc = net_xmit_eval(rc);
+	return rc > 0 ? -ENOBUFS : rc;
 }
 
 /* Whether @dst delivers to this host: its device is the loopback device. */

@@ -229,7 +229,8 @@ impl Route {
             // takes its own reference on the route.
             None => unsafe { bindings::roxe_tx_send(skb, self.dst.as_ptr(), self.ipv6) },
         };
-        // Congestion notes (positive NET_XMIT codes) are not errors.
+        // The helpers return 0 or a negative errno: a packet the IP layer
+        // or a qdisc dropped is `ENOBUFS`.
         if rc < 0 {
             return Err(kernel::error::Error::from_errno(rc));
         }

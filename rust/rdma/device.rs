@@ -132,8 +132,8 @@ impl<T: Driver> Device<T> {
         ops.dealloc_ucontext = Some(Self::dealloc_ucontext_cb);
         ops.dealloc_driver = Some(Self::dealloc_driver_cb);
         ops.size_ib_ucontext = size_of::<bindings::ib_ucontext>();
-        ops.mmap = Some(super::ring::mmap_cb);
-        ops.mmap_free = Some(super::ring::mmap_free_cb);
+        ops.mmap = Some(super::shared::mmap_cb);
+        ops.mmap_free = Some(super::shared::mmap_free_cb);
         ops.alloc_pd = Some(Pd::<T>::alloc_cb);
         ops.dealloc_pd = Some(Pd::<T>::dealloc_cb);
         ops.size_ib_pd = size_of::<Pd<T>>();

@@ -18,7 +18,7 @@ pub(crate) mod mw;
 pub(crate) mod pd;
 pub(crate) mod qp;
 pub(crate) mod random;
-pub(crate) mod ring;
+pub(crate) mod shared;
 pub(crate) mod srq;
 pub(crate) mod sysfs;
 pub(crate) mod udata;

@@ -18,7 +18,13 @@ use kernel::error::{code::*, Result};
 /// The type must have no padding bytes and no pointers (so copying it out
 /// leaks nothing), accept any bit pattern (so reading what user space wrote
 /// is sound), and have an alignment of at most 8.
-pub(crate) unsafe trait Plain: Copy {}
+pub(crate) unsafe trait Plain: Copy {
+    /// The value whose bytes are all zero, which every `Plain` type has.
+    fn zeroed() -> Self {
+        // SAFETY: A `Plain` type accepts any bit pattern, zeros included.
+        unsafe { core::mem::zeroed() }
+    }
+}
 
 // SAFETY: `#[repr(C)]` structs of integer fields with no padding; the uapi
 // crate pins their layout with compile-time assertions. (`CreateCqResp` is

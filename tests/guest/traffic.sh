@@ -229,6 +229,32 @@ fi
 
 roxe_signal "done"
 if roxe_wait "done" $((limit + 60)); then pass "the peer finished"; else fail "the peer did not finish"; fi
+# Nothing arrives that was not sent: what this side's device delivered is
+# at most what the peer's sent (roxe: rx_delivered and tx_packets; rxe:
+# rcvd_pkts and sent_pkts), and it sent something. Both sides are done,
+# so neither count moves any more.
+if [ $ok = 1 ]; then
+	counters_save "$dev" "$ROXE_SHARED/stat.$ROXE_ROLE"
+	roxe_signal stat
+	if roxe_wait stat 60; then
+		# shellcheck disable=SC2016 # the program is Python
+		check_output "$dev received no more packets than the peer sent" '^ok ' python3 -c '
+import sys
+def kv(f):
+    x = open(f).read().split()
+    return {x[i]: int(x[i + 1]) for i in range(len(x) - 1) if x[i + 1].isdigit()}
+me, peer = kv(sys.argv[1]), kv(sys.argv[2])
+got = me.get("rx_delivered", me.get("rcvd_pkts"))
+sent = peer.get("tx_packets", peer.get("sent_pkts"))
+err = peer.get("tx_err", peer.get("send_err"))
+ok = got is not None and sent is not None and 0 < got <= sent
+print("ok" if ok else "bad", f"received {got}, peer sent {sent}, peer send errors {err}")' \
+			"$ROXE_SHARED/stat.$ROXE_ROLE" "$ROXE_SHARED/stat.$((ROXE_ROLE % 2 + 1))"
+		sed 's/^/    /' /tmp/check.out
+	else
+		fail "the peer did not save its counters"
+	fi
+fi
 if [ "$DRV" = rxe ]; then
 	check "remove rxe0" rdma link delete rxe0
 	check "unload rdma_rxe" rmmod rdma_rxe

@@ -50,9 +50,15 @@ pub(crate) enum Event {
     RespNakSeq,
     /// Responder: RNR NAKs sent.
     RespRnrNak,
+    /// Packets handed to the IP layer (rxe's `sent_pkts`).
+    TxPackets,
+    /// Packets that could not be sent: no skb, or the IP layer or a qdisc
+    /// dropped them (rxe's `send_err`). The engines treat them as lost on
+    /// the wire: RC sends them again after a NAK or the retry timeout.
+    TxErr,
 }
 
-const EVENTS: usize = 16;
+const EVENTS: usize = 18;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -77,6 +83,8 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("req_response_gap"),
     c_str!("resp_tx_nak_seq"),
     c_str!("resp_tx_rnr_nak"),
+    c_str!("tx_packets"),
+    c_str!("tx_err"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),

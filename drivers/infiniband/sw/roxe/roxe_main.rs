@@ -77,6 +77,8 @@ mod pd;
 #[deny(unsafe_code)]
 mod qp;
 #[deny(unsafe_code)]
+mod ring;
+#[deny(unsafe_code)]
 mod rx;
 #[deny(unsafe_code)]
 mod srq;

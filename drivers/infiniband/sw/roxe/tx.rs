@@ -6,6 +6,7 @@
 //! out. Every engine sends through it. UD work requests name their
 //! destination by address handle: [`AhInfo`], looked up by [`ah_with`].
 
+use crate::counters::{Counters, Event};
 use crate::net::skb::Route;
 use crate::net::NetDevice;
 use crate::proto::headers::{self, Bth, Ext};
@@ -16,7 +17,7 @@ use crate::proto::opcode::{Opcode, Transport as Wire};
 use crate::proto::udp;
 use crate::rdma::qp::QpType;
 use crate::table::Table;
-use kernel::error::code::EINVAL;
+use kernel::error::code::{EINVAL, EIO};
 use kernel::prelude::*;
 
 /// Where a QP's (or a datagram's) packets go, with the route resolved.
@@ -66,21 +67,44 @@ impl Path {
     }
 
     /// Builds one packet (IP, UDP, BTH and `ext`, `payload_len` bytes that
-    /// `fill` writes, pad and ICRC) and sends it.
+    /// `fill` writes, pad and ICRC) and sends it, counted in `counters` as
+    /// sent or not.
     pub(crate) fn send(
         &self,
+        counters: &Counters,
         sport: u16,
         bth: &Bth,
         ext: &Ext,
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result {
-        self.send_icrc(sport, bth, ext, payload_len, fill, false)
+        self.send_icrc(counters, sport, bth, ext, payload_len, fill, false)
     }
 
     /// [`Path::send`], with rxe's FLUSH ICRC ([`Icrc::finish_rxe_flush`])
     /// if `rxe_flush`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_icrc(
+        &self,
+        counters: &Counters,
+        sport: u16,
+        bth: &Bth,
+        ext: &Ext,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+        rxe_flush: bool,
+    ) -> Result {
+        let res = self.build_and_send(sport, bth, ext, payload_len, fill, rxe_flush);
+        match res {
+            Ok(()) => counters.event(Event::TxPackets),
+            // `fill` refused the packet (a local error the caller reports).
+            Err(e) if e == EIO => {}
+            Err(_) => counters.event(Event::TxErr),
+        }
+        res
+    }
+
+    fn build_and_send(
         &self,
         sport: u16,
         bth: &Bth,

@@ -13,7 +13,7 @@ use crate::proto::qp::{RECV_WQE_HEADER, SGE_SIZE};
 use crate::proto::wr::{WcStatus, MAX_SGE};
 use crate::rdma::device::Device;
 use crate::rdma::qp::Sge as KSge;
-use crate::rdma::ring::Ring;
+use crate::ring::Ring;
 use crate::uapi::{RecvWqe, Sge};
 use kernel::error::code::{EINVAL, ENOMEM};
 use kernel::prelude::*;

@@ -50,8 +50,8 @@ use crate::rdma::errno::eopnotsupp;
 use crate::rdma::qp::{
     mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType, SendWr, Sge as KSge,
 };
-use crate::rdma::ring::Ring;
 use crate::rdma::udata::UData;
+use crate::ring::Ring;
 use crate::sync::SpinLockBh;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use crate::tx::Path;

@@ -437,15 +437,20 @@ fn send_ud(
     };
     let sport = udp::source_port(qp.qp_num(), w.remote_qpn);
     let mut err = None;
-    let _ = path.send(sport, &bth, &ext, len as usize, |buf| {
-        match gather(qp, idx, w, 0, buf) {
+    let _ = path.send(
+        &qp.device().data().counters,
+        sport,
+        &bth,
+        &ext,
+        len as usize,
+        |buf| match gather(qp, idx, w, 0, buf) {
             Ok(()) => true,
             Err(e) => {
                 err = Some(e);
                 false
             }
-        }
-    });
+        },
+    );
     match err {
         Some(e) => Err(e),
         None => Ok(len),
@@ -505,7 +510,15 @@ fn send_flush(
         ..Ext::default()
     };
     let sport = udp::source_port(qp.qp_num(), st.attr.dest_qp_num);
-    let _ = path.send_icrc(sport, &bth, &ext, 0, |_| true, st.req.flush_icrc_rxe);
+    let _ = path.send_icrc(
+        &qp.device().data().counters,
+        sport,
+        &bth,
+        &ext,
+        0,
+        |_| true,
+        st.req.flush_icrc_rxe,
+    );
     if st.req.flush_icrc_rxe {
         qp.device()
             .data()
@@ -651,7 +664,7 @@ fn send_connected(
         }
         *budget -= 1;
         if atomic {
-            atomic_packet(path, &mut st.req, &m)?;
+            atomic_packet(qp, path, &mut st.req, &m)?;
         } else if op == SendOp::RdmaRead {
             if !read_request(qp, path, &mut st.req, st.comp.una, &m, &mut prepaid) {
                 // Not now: the packet was not spent.
@@ -686,6 +699,7 @@ struct Message<'a> {
 
 /// Sends the one packet of a CmpSwap or FetchAdd.
 fn atomic_packet(
+    qp: &Qp<Roxe>,
     path: &Path,
     req: &mut ReqState,
     m: &Message<'_>,
@@ -709,7 +723,9 @@ fn atomic_packet(
         atomic_eth: Some(aeth),
         ..Ext::default()
     };
-    let _ = path.send(m.sport, &bth, &ext, 0, |_| true);
+    let _ = path.send(&qp.device().data().counters, m.sport, &bth, &ext, 0, |_| {
+        true
+    });
     req.sq_pkt = 1;
     req.npsn = req.npsn.next();
     Ok(())
@@ -766,7 +782,9 @@ fn read_request(
         reth: Some(reth),
         ..Ext::default()
     };
-    let _ = path.send(m.sport, &bth, &ext, 0, |_| true);
+    let _ = path.send(&qp.device().data().counters, m.sport, &bth, &ext, 0, |_| {
+        true
+    });
     req.sq_pkt += span;
     req.npsn = m.first.wrapping_add(req.sq_pkt);
     true
@@ -813,22 +831,29 @@ fn data_packet(
         ..Ext::default()
     };
     let mut err = None;
-    let _ = path.send(m.sport, &bth, &ext, plen as usize, |buf| {
-        let got = if m.value_in_wqe {
-            buf.get_mut(..8)
-                .map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes()))
-                .ok_or(WcStatus::LocLenErr)
-        } else {
-            gather(qp, m.idx, w, off, buf)
-        };
-        match got {
-            Ok(()) => true,
-            Err(e) => {
-                err = Some(e);
-                false
+    let _ = path.send(
+        &qp.device().data().counters,
+        m.sport,
+        &bth,
+        &ext,
+        plen as usize,
+        |buf| {
+            let got = if m.value_in_wqe {
+                buf.get_mut(..8)
+                    .map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes()))
+                    .ok_or(WcStatus::LocLenErr)
+            } else {
+                gather(qp, m.idx, w, off, buf)
+            };
+            match got {
+                Ok(()) => true,
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
             }
-        }
-    });
+        },
+    );
     if let Some(e) = err {
         return Err(e);
     }

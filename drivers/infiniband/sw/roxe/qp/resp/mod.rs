@@ -199,6 +199,7 @@ fn send_bare(
         ..Ext::default()
     };
     let _ = path.send(
+        &qp.device().data().counters,
         udp::source_port(qp.qp_num(), st.attr.dest_qp_num),
         &bth,
         &ext,

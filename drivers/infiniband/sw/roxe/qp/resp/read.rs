@@ -72,10 +72,18 @@ pub(super) fn read_response(
         // Below the end of the range the key check passed (an empty read
         // sends one empty packet at offset 0), so this does not wrap.
         let va = reth.va.wrapping_add(u64::from(off));
-        let _ = path.send(sport, &bth, &ext, plen as usize, |buf| {
-            buf.is_empty()
-                || with_remote(qp, reth.rkey, va, plen, REMOTE_READ, |m, o| m.read(o, buf)).is_ok()
-        });
+        let _ = path.send(
+            &qp.device().data().counters,
+            sport,
+            &bth,
+            &ext,
+            plen as usize,
+            |buf| {
+                buf.is_empty()
+                    || with_remote(qp, reth.rkey, va, plen, REMOTE_READ, |m, o| m.read(o, buf))
+                        .is_ok()
+            },
+        );
     }
     if pkt.bth.psn == st.resp.epsn {
         st.resp.epsn = pkt.bth.psn.wrapping_add(n);
