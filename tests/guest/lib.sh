@@ -86,12 +86,26 @@ b, a = kv(sys.argv[1]), kv(sys.argv[2])
 print("    " + " ".join(f"{k}={v - b.get(k, 0)}" for k, v in a.items() if v != b.get(k, 0)))' "$2" "$2.now"
 }
 
+# nic_save FILE / nic_moved FILE: the NIC's own statistics (ethtool -S
+# $ROXE_IF: virtio's queue kicks, packets, drops), saved and then printed
+# as NAME=DELTA for those that moved.
+nic_save() { ethtool -S "$ROXE_IF" 2>/dev/null | tr -d ' ' | tr ':' ' ' >"$1"; }
+nic_moved() {
+	nic_save "$1.now"
+	python3 -c '
+import sys
+def kv(f):
+    return {k: int(v) for k, v in (l.split() for l in open(f) if len(l.split()) == 2 and l.split()[1].isdigit())}
+b, a = kv(sys.argv[1]), kv(sys.argv[2])
+print("    nic: " + " ".join(f"{k}={v - b.get(k, 0)}" for k, v in a.items() if v != b.get(k, 0)))' "$1" "$1.now"
+}
+
 # repeat_runs RUNS DEV: the loop of the two-guest diagnostics (read-loop.sh,
 # pp-loop.sh, bw-probe.sh). Run I listens on port 19000+I: role 1 runs `serve PORT I` in
 # the background, and role 2 then runs `connect PORT I`, whose output is in
 # /tmp/run.log and the lines it prints show the verdict. After each run both
 # sides print the run's summary (`summary I`: lines from
-# /tmp/run.log) and DEV's counters that moved. A file `stop` in the shared
+# /tmp/run.log), DEV's counters and the NIC's statistics that moved. A file `stop` in the shared
 # folder ends the loop on both sides.
 repeat_runs() {
 	local i port pid
@@ -99,6 +113,7 @@ repeat_runs() {
 		[ -e "$ROXE_SHARED/stop" ] && break
 		port=$((19000 + i))
 		counters_save "$2" /tmp/before
+		nic_save /tmp/nic-before
 		if [ "$ROXE_ROLE" = 1 ]; then
 			serve "$port" "$i" >/tmp/run.log 2>&1 &
 			pid=$!
@@ -113,6 +128,7 @@ repeat_runs() {
 		summary "$i" | sed 's/^/    /'
 		# The counters that moved: NAME=DELTA.
 		counters_moved "$2" /tmp/before
+		nic_moved /tmp/nic-before
 		roxe_signal "done$i"
 		roxe_wait "done$i" 180
 	done
