@@ -186,7 +186,10 @@ impl SharedMem {
         Some(unsafe { p.cast::<U>().read_volatile() })
     }
 
-    /// Writes `value` at `offset`; `None` if outside or misaligned.
+    /// Writes `value` at `offset`; `None` if outside or misaligned. A plain
+    /// (volatile, not atomic) store: callers keep it off the words they
+    /// access with [`SharedMem::load_u32`] and [`SharedMem::store_u32`], as
+    /// roxe's rings keep slots and indices apart.
     pub(crate) fn write<U: Plain>(&self, offset: usize, value: U) -> Option<()> {
         let p = self.at(offset, size_of::<U>(), align_of::<U>())?;
         // SAFETY: In bounds and aligned (checked above).

@@ -52,7 +52,7 @@ use super::headers::Packet;
 use super::opcode::{Opcode, Operation, Position, Transport};
 use super::psn::{self, Psn};
 use super::recent::Recent;
-use super::req::{MAX_MSG, WINDOW};
+use super::req::{MAX_MSG, RESPONSE_BURST};
 use super::resp::{self, ReadRequest, ReadResources};
 use super::seg;
 use super::wr::{WcOp, WcStatus};
@@ -75,7 +75,7 @@ pub struct Config {
     pub max_dest_rd_atomic: u8,
     /// The RNR NAK timer code (`min_rnr_timer`).
     pub min_rnr_timer: u8,
-    /// Read response packets sent per request at most ([`WINDOW`]).
+    /// Read response packets sent per request at most ([`RESPONSE_BURST`]).
     pub read_burst: u32,
 }
 
@@ -89,7 +89,7 @@ impl Config {
             access: 0,
             max_dest_rd_atomic: 0,
             min_rnr_timer: 0,
-            read_burst: WINDOW,
+            read_burst: RESPONSE_BURST,
         }
     }
 }

@@ -57,13 +57,13 @@ fn lossy_link_carries_every_operation() {
     assert!(s.read_replays > 0 && s.atomic_acks > s.atomics_executed);
 }
 
-/// Four pairs at path MTU 256 that only read, up to 64 KiB (two read
-/// requests of 128 packets each), compete for the device's 192 read
+/// Eight pairs at path MTU 256 that only read, up to 64 KiB (four read
+/// requests of 64 packets each), compete for the device's 192 read
 /// credits on a lossy link: reads wait for credits, every credit comes
 /// back, and every byte read is right.
 #[test]
 fn reads_share_the_read_credits() {
-    let cfgs: Vec<PairCfg> = (0..4)
+    let cfgs: Vec<PairCfg> = (0..8)
         .map(|i| {
             let mut c = PairCfg::new(256, 0xff_ff00 + i * 16, 1500);
             c.mix = Mix::Reads;
