@@ -38,7 +38,7 @@ pub(crate) trait CqOps<T: Driver>: Send + Sync + Sized {
     fn req_notify(cq: &Cq<T>, kind: Notify) -> Result<bool>;
 
     /// Takes the next completion from a kernel consumer's CQ.
-    fn poll(cq: &Cq<T>) -> Option<Wc>;
+    fn poll(cq: &Cq<T>) -> Option<Wc<T>>;
 }
 
 /// Creation parameters (`struct ib_cq_init_attr`).
@@ -93,17 +93,16 @@ pub(crate) enum WcExtra {
 }
 
 /// A work completion for a kernel consumer (`struct ib_wc`), which
-/// [`Driver::poll_cq`] hands back; the QP it names is looked up here.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Wc {
+/// [`CqOps::poll`] hands back.
+pub(crate) struct Wc<T: Driver> {
     pub(crate) wr_id: u64,
     pub(crate) status: WcStatus,
     pub(crate) opcode: WcOp,
     /// Driver detail for an error completion.
     pub(crate) vendor_err: u32,
     pub(crate) byte_len: u32,
-    /// The local QP.
-    pub(crate) qp_num: u32,
+    /// The local QP, if it still exists.
+    pub(crate) qp: Option<super::qp::QpRef<T>>,
     /// UD: the sender's QP.
     pub(crate) src_qp: u32,
     pub(crate) extra: WcExtra,
@@ -340,7 +339,6 @@ impl<T: Driver> Cq<T> {
     ) -> c_int {
         // SAFETY: The CQ is initialised; the core holds it.
         let this = unsafe { &*cq.cast::<Self>() };
-        let index = T::qp_index(this.device());
         let mut n = 0;
         while n < num {
             let Some(c) = <T::Cq as CqOps<T>>::poll(this) else {
@@ -352,7 +350,8 @@ impl<T: Driver> Cq<T> {
             w.opcode = c.opcode as u32;
             w.vendor_err = c.vendor_err;
             w.byte_len = c.byte_len;
-            w.qp = index.raw(c.qp_num);
+            // Only the pointer is kept: the consumer that polls owns the QP.
+            w.qp = c.qp.as_ref().map_or(core::ptr::null_mut(), |q| q.as_raw());
             w.src_qp = c.src_qp;
             let mut flags = 0u32;
             match c.extra {

@@ -104,11 +104,6 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     fn hw_counters(_dev: &Device<Self>, _out: &mut [u64]) {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
-
-    /// The device's index of QPs by number, which the abstraction keeps:
-    /// a QP is in it from the end of a successful `create_qp` until the
-    /// start of its destruction.
-    fn qp_index(dev: &Device<Self>) -> &super::qp::QpIndex<Self>;
 }
 
 impl<T: Driver> Device<T> {
@@ -752,7 +747,7 @@ impl<T: Driver> NewDevice<T> {
             // REQ_NOTIFY_CQ arms a CQ for `ibv_req_notify_cq`.
             (*ib).uverbs_cmd_mask |=
                 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
-            if <T::Qp as QpOps<T>>::HAS_DOORBELL {
+            if <T::Qp as QpOps<T>>::HAS_POST_SEND_USER {
                 (*ib).uverbs_cmd_mask |=
                     1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND;
             }

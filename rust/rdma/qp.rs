@@ -14,8 +14,8 @@ use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result, Result};
 use kernel::ffi::c_int;
 use kernel::init::PinInit;
+use kernel::prelude::{pin_data, pinned_drop};
 use kernel::macros::vtable;
-use kernel::prelude::pin_data;
 use kernel::types::Opaque;
 
 /// The verbs of a QP, implemented by the driver's per-QP state.
@@ -38,7 +38,22 @@ pub(crate) trait QpOps<T: Driver>: Send + Sync + Sized {
     /// Reports the QP's attributes and whether every send is signalled.
     fn query(qp: &Qp<T>) -> Result<(QpAttr, bool)>;
 
-    /// Called just before a QP's state is dropped.
+    /// The QP is initialised and about to be handed to the core: a driver
+    /// that finds QPs by number (for incoming packets) takes a [`QpRef`]
+    /// into its index here. On an error the QP is torn down again (through
+    /// `destroy`) and creation fails with it.
+    fn publish(_qp: &Qp<T>) -> Result {
+        Ok(())
+    }
+
+    /// The QP's destruction begins: the driver drops every [`QpRef`] to it
+    /// that it keeps (its index entry), so that no new use can start. Uses
+    /// already running keep theirs; the abstraction waits for them, and
+    /// for the QP's timer, before it calls `destroy`.
+    fn unpublish(_qp: &Qp<T>) {}
+
+    /// Called just before a QP's state is dropped, once no [`QpRef`] to it
+    /// is left and its timer can no longer fire.
     fn destroy(qp: &Qp<T>);
 
     /// Attaches a UD QP to the multicast group `gid` (the core has checked
@@ -53,10 +68,12 @@ pub(crate) trait QpOps<T: Driver>: Send + Sync + Sized {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
-    /// User space rang the send doorbell: work is waiting in the SQ ring.
-    /// Without it, user QPs cannot post sends through the `POST_SEND`
-    /// command.
-    fn doorbell(_qp: &Qp<T>) -> Result {
+    /// A user QP's `POST_SEND` command with no work requests: the provider
+    /// wrote its work into send-queue memory it shares with the driver and
+    /// asks the driver to take it (the doorbell of a soft provider with
+    /// mapped queues, as rxe's and siw's). Without it, user QPs cannot post
+    /// sends through the `POST_SEND` command.
+    fn post_send_user(_qp: &Qp<T>) -> Result {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
@@ -66,8 +83,74 @@ pub(crate) trait QpOps<T: Driver>: Send + Sync + Sized {
     /// A kernel consumer posts a receive work request.
     fn post_recv(qp: &Qp<T>, wr_id: u64, sges: &[Sge]) -> Result;
 
-    /// The QP's timer (see [`Qp::arm_timer`]) fired; runs in softirq.
-    fn timer(qp: &Qp<T>);
+    /// The QP's timer: a [`QpTimer`] field of the driver's state, which
+    /// [`Qp::arm_timer`] arms. Asked once, when the QP is created; a QP
+    /// without one has `arm_timer` do nothing.
+    fn qp_timer(&self) -> Option<&QpTimer<T>> {
+        None
+    }
+
+    /// The QP's timer fired; runs in softirq.
+    fn timer(_qp: &Qp<T>) {}
+}
+
+/// A timer in a driver's per-QP state that calls [`QpOps::timer`] on its QP:
+/// the driver embeds one (`timer <- QpTimer::new()`) and names it in
+/// [`QpOps::qp_timer`]; only [`Qp::arm_timer`] arms it, and the abstraction
+/// shuts it down before the QP's state is dropped.
+///
+/// # Invariants
+///
+/// `owner` is null until `create_cb` stores the QP whose memory holds this
+/// timer, before anything can arm it; so when the timer fires, `owner` is
+/// that QP, which shuts the timer down before its state goes.
+#[pin_data(PinnedDrop)]
+pub(crate) struct QpTimer<T: Driver> {
+    #[pin]
+    timer: Timer<Self>,
+    owner: core::sync::atomic::AtomicPtr<Qp<T>>,
+}
+
+impl_has_timer! { impl{T: Driver} HasTimer for QpTimer<T> { self.timer } }
+
+impl<T: Driver> TimerCallback for QpTimer<T> {
+    fn fired(this: &Self) {
+        let owner = this.owner.load(core::sync::atomic::Ordering::Acquire);
+        // SAFETY: Only `Qp::arm_timer` arms the timer, after `create_cb`
+        // stored its QP here; the QP shuts the timer down before its state
+        // is dropped or its memory freed, so it is live while this runs.
+        if let Some(qp) = unsafe { owner.as_ref() } {
+            <T::Qp as QpOps<T>>::timer(qp);
+        }
+    }
+}
+
+impl<T: Driver> QpTimer<T> {
+    /// A timer with no QP yet; it does not fire until armed.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        let init = |slot: *mut Self| {
+            // SAFETY: `slot` is the pinned memory being initialised; a
+            // pinned `QpTimer` stays at its address until dropped, and its
+            // `drop` shuts the timer down first (the pinning guarantee keeps
+            // the memory until then).
+            unsafe {
+                Timer::init(addr_of_mut!((*slot).timer));
+                addr_of_mut!((*slot).owner).write(core::sync::atomic::AtomicPtr::new(
+                    core::ptr::null_mut(),
+                ));
+            }
+            Ok(())
+        };
+        // SAFETY: The closure initialises every field, and cannot fail.
+        unsafe { kernel::init::pin_init_from_closure(init) }
+    }
+}
+
+#[pinned_drop]
+impl<T: Driver> PinnedDrop for QpTimer<T> {
+    fn drop(self: core::pin::Pin<&mut Self>) {
+        self.timer().shutdown_sync();
+    }
 }
 
 /// The QP transport types roxe knows (`enum ib_qp_type`).
@@ -308,17 +391,17 @@ impl<T: Driver> NewQp<'_, T> {
 /// `recv_cq` and `srq` the core keeps alive (by use counts) until the QP
 /// is destroyed; `data` is initialised between create and destroy.
 ///
-/// `timer` is set up in `create_cb` before the QP is published, and shut
-/// down in `destroy_cb` before `data` is dropped; its callback only runs in
-/// between.
+/// `timer` is null or the driver's [`QpTimer`] inside this QP's memory
+/// (both checked in `create_cb`), which teardown shuts down before `data`
+/// is dropped.
 #[repr(C)]
 pub(crate) struct Qp<T: Driver> {
     ib: Opaque<bindings::ib_qp>,
     data: T::Qp,
-    timer: Timer<Self>,
+    timer: *const QpTimer<T>,
     upcalls: super::upcall::Upcalls,
-    /// Lookups through [`QpIndex::with`] running on this QP. `destroy_cb`
-    /// takes the QP out of the index, then waits for this to reach zero.
+    /// The live [`QpRef`]s to this QP. `destroy_cb` has the driver drop
+    /// the ones it keeps, then waits for this to reach zero.
     users: core::sync::atomic::AtomicU32,
 }
 
@@ -327,21 +410,20 @@ pub(crate) struct Qp<T: Driver> {
 // is `T::Qp`, which is `Sync`, and atomics.
 unsafe impl<T: Driver> Sync for Qp<T> {}
 
-impl_has_timer! { impl{T: Driver} HasTimer for Qp<T> { self.timer } }
-
-impl<T: Driver> TimerCallback for Qp<T> {
-    fn fired(this: &Self) {
-        <T::Qp as QpOps<T>>::timer(this);
-    }
-}
-
 /// [`Upcalls`](super::upcall::Upcalls) bits of a QP: `IB_EVENT_QP_FATAL`
 /// is due.
 const UPCALL_FATAL: u32 = 1;
 
 impl<T: Driver> Qp<T> {
-    /// Waits until no [`QpIndex::with`] runs on this QP. The QP must be out
-    /// of the index already, so no new one starts. Sleeps.
+    /// A counted reference to this QP, which the driver may keep (in its
+    /// index of QPs by number) or hand to another context: while it lives,
+    /// the QP is not freed.
+    pub(crate) fn new_ref(&self) -> QpRef<T> {
+        self.users.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        QpRef(core::ptr::NonNull::from(self))
+    }
+
+    /// Waits until no [`QpRef`] to this QP is left. Sleeps.
     fn wait_unused(&self) {
         while self.users.load(core::sync::atomic::Ordering::Acquire) != 0 {
             // SAFETY: `destroy_cb` runs in process context, where sleeping
@@ -430,11 +512,20 @@ impl<T: Driver> Qp<T> {
         }
     }
 
-    /// Starts (or restarts) the QP's timer to call `T::qp_timer` in `msecs`
-    /// milliseconds, in softirq context. Once the QP is being destroyed this
-    /// does nothing.
+    /// The driver's timer, if it has one.
+    fn qp_timer(&self) -> Option<&QpTimer<T>> {
+        // SAFETY: By the type invariant, null or a timer inside this QP,
+        // alive until the state is dropped (after every use of `&self`).
+        unsafe { self.timer.as_ref() }
+    }
+
+    /// Starts (or restarts) the QP's timer ([`QpOps::qp_timer`]) to call
+    /// [`QpOps::timer`] in `msecs` milliseconds, in softirq context. Once
+    /// the QP is being destroyed, or if it has no timer, this does nothing.
     pub(crate) fn arm_timer(&self, msecs: u32) {
-        self.timer().arm(msecs);
+        if let Some(t) = self.qp_timer() {
+            t.timer().arm(msecs);
+        }
     }
 
     /// # Safety
@@ -541,11 +632,22 @@ impl<T: Driver> Qp<T> {
             if let Err(never) = unsafe { data.__pinned_init(addr_of_mut!((*this).data)) } {
                 match never {}
             }
-            // SAFETY: The timer field is ours and not in use; nothing can
-            // arm it before the QP is published below. The core keeps the
-            // QP in place until `destroy_cb`, which shuts the timer down
-            // before the QP goes.
-            unsafe { Timer::init(addr_of_mut!((*this).timer)) };
+            // The driver's timer, taken only if it lies inside this QP (so
+            // it lives exactly as long), and told its QP before anything can
+            // arm it.
+            let start = this as usize;
+            let end = start + core::mem::size_of::<Self>();
+            // SAFETY: `data` was initialised just above.
+            let timer = match <T::Qp as QpOps<T>>::qp_timer(unsafe { &(*this).data }) {
+                Some(t) if (start..end).contains(&(t as *const QpTimer<T> as usize)) => {
+                    t.owner.store(this, core::sync::atomic::Ordering::Release);
+                    t as *const QpTimer<T>
+                }
+                _ => core::ptr::null(),
+            };
+            // SAFETY: The field is ours and the QP not yet published.
+            // INVARIANT: null or a timer inside this QP, owned by it.
+            unsafe { addr_of_mut!((*this).timer).write(timer) };
             // SAFETY: The field is ours, pinned with the QP, and unused until
             // the QP is published below; every path that frees the QP after
             // this (`destroy_cb`, the failed insert) cancels the work first.
@@ -557,12 +659,10 @@ impl<T: Driver> Qp<T> {
             // SAFETY: Initialised just above; the core keeps the memory until
             // `destroy_cb`, which removes the QP from the index first.
             let done = unsafe { &*this };
-            if let Err(e) = T::qp_index(done.device()).insert(done) {
-                <T::Qp as QpOps<T>>::destroy(done);
-                done.upcalls.cancel_sync();
-                // SAFETY: Initialised above and not published; the core frees
-                // the memory when creation fails.
-                unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
+            if let Err(e) = <T::Qp as QpOps<T>>::publish(done) {
+                // SAFETY: The core has not seen the QP, and frees the memory
+                // when creation fails.
+                unsafe { Self::teardown(this) };
                 return Err(e);
             }
             cap.write_to(&mut ia.cap);
@@ -633,21 +733,40 @@ impl<T: Driver> Qp<T> {
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
         let this = qp.cast::<Self>();
-        // SAFETY: Called once, for an initialised QP. Once it is out of the
-        // index and the lookups in progress are done, nothing else uses it.
+        // SAFETY: Called once, for an initialised QP.
+        <T::Qp as QpOps<T>>::unpublish(unsafe { &*this });
+        // SAFETY: As above; the driver has dropped the references it keeps.
+        unsafe { Self::teardown(this) };
+        0
+    }
+
+    /// Takes down an initialised QP the driver keeps no [`QpRef`] to: waits
+    /// for the timer and the references in flight, lets the driver give
+    /// back what the QP holds, and drops its state.
+    ///
+    /// # Safety
+    ///
+    /// `this` is an initialised QP, used by no verb from now on (the core
+    /// calls no verb of a QP it destroys, or has not been given); its
+    /// memory is freed only after this returns.
+    unsafe fn teardown(this: *mut Self) {
+        // SAFETY: Initialised, per the contract.
         let q = unsafe { &*this };
-        T::qp_index(q.device()).remove(q.qp_num());
-        q.wait_unused();
         // Waits for a running callback and keeps the timer from being armed
-        // again.
-        q.timer().shutdown_sync();
+        // again, so it cannot make a new reference.
+        if let Some(t) = q.qp_timer() {
+            t.timer().shutdown_sync();
+        }
+        q.wait_unused();
         <T::Qp as QpOps<T>>::destroy(q);
+        // A reference `destroy` made and handed on is waited for too.
+        q.wait_unused();
         // Unreachable now: an event still due is dropped, one running is
         // waited for.
         q.upcalls.cancel_sync();
-        // SAFETY: As above.
+        // SAFETY: No reference, timer or upcall is left, and no verb comes
+        // (the contract): nothing uses the state after this.
         unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
-        0
     }
 
     /// # Safety
@@ -662,9 +781,9 @@ impl<T: Driver> Qp<T> {
     ) -> c_int {
         // SAFETY: Initialised; the core holds the QP.
         let this = unsafe { &*qp.cast::<Self>() };
-        if <T::Qp as QpOps<T>>::HAS_DOORBELL && wr.is_null() && this.is_user() {
+        if <T::Qp as QpOps<T>>::HAS_POST_SEND_USER && wr.is_null() && this.is_user() {
             // The provider's doorbell: work is in the mapped send queue.
-            return match <T::Qp as QpOps<T>>::doorbell(this) {
+            return match <T::Qp as QpOps<T>>::post_send_user(this) {
                 Ok(()) => 0,
                 Err(e) => e.to_errno(),
             };
@@ -905,79 +1024,44 @@ impl<T: Driver> SendWr<'_, T> {
     }
 }
 
-/// QPs by number, for the data path to find the QP a packet is for.
+/// A counted reference to a QP ([`Qp::new_ref`]): the driver keeps these
+/// in its index of QPs by number and clones them out for the data path, as
+/// it would an `Arc`. The QP's destruction waits until none is left.
 ///
 /// # Invariants
 ///
-/// Every pointer in `tree` is a live, initialised `Qp<T>`: the abstraction
-/// inserts a QP only after it is initialised, and removes it (under the
-/// tree's lock) before its state is dropped. A lookup counts itself in the
-/// QP's `users` under that lock, and `destroy_cb` waits for the count to
-/// drain after the removal, so a QP found in the tree stays alive until
-/// its lookup ends.
-#[pin_data]
-pub(crate) struct QpIndex<T: Driver> {
-    #[pin]
-    tree: crate::sync::SpinLockBh<kernel::rbtree::RBTree<u32, QpPtr<T>>>,
-}
-
-struct QpPtr<T: Driver>(core::ptr::NonNull<Qp<T>>);
+/// The pointer is a live, initialised `Qp<T>`, whose `users` counts this
+/// reference: `destroy_cb` does not drop or free the QP while `users` is
+/// above zero.
+pub(crate) struct QpRef<T: Driver>(core::ptr::NonNull<Qp<T>>);
 
 // SAFETY: `Qp<T>` is `Sync` (its data is `Send + Sync` and the C part is
-// used under the core's rules), so a pointer to it may move between threads.
-unsafe impl<T: Driver> Send for QpPtr<T> {}
+// used under the core's rules), and the count is atomic, so a reference may
+// be used and dropped on any thread.
+unsafe impl<T: Driver> Send for QpRef<T> {}
+// SAFETY: As above.
+unsafe impl<T: Driver> Sync for QpRef<T> {}
 
-impl<T: Driver> QpIndex<T> {
-    /// An empty index.
-    pub(crate) fn new() -> impl kernel::init::PinInit<Self> {
-        kernel::pin_init!(Self {
-            tree <- crate::sync::new_spinlock_bh!(kernel::rbtree::RBTree::new(), "roxe_qp_index"),
-        })
+impl<T: Driver> core::ops::Deref for QpRef<T> {
+    type Target = Qp<T>;
+
+    fn deref(&self) -> &Qp<T> {
+        // SAFETY: By the type invariant the QP is live while this exists.
+        unsafe { self.0.as_ref() }
     }
+}
 
-    fn insert(&self, qp: &Qp<T>) -> Result {
-        let node = kernel::rbtree::RBTreeNodeReservation::new(kernel::alloc::flags::GFP_KERNEL)?;
-        let mut tree = self.tree.lock();
-        if tree.get(&qp.qp_num()).is_some() {
-            return Err(EBUSY);
-        }
-        // INVARIANT: `qp` is initialised (see `create_cb`).
-        tree.insert(node.into_node(qp.qp_num(), QpPtr(core::ptr::NonNull::from(qp))));
-        Ok(())
+impl<T: Driver> Clone for QpRef<T> {
+    fn clone(&self) -> Self {
+        self.new_ref()
     }
+}
 
-    fn remove(&self, qpn: u32) {
-        // The node is freed after the lock is released.
-        let _old = self.tree.lock().remove(&qpn);
-    }
-
-    /// The `ib_qp` numbered `qpn`, for a completion that names it. Only the
-    /// pointer is returned: the consumer that polls owns the QP.
-    pub(super) fn raw(&self, qpn: u32) -> *mut bindings::ib_qp {
-        self.with(qpn, |q| q.as_raw())
-            .unwrap_or(core::ptr::null_mut())
-    }
-
-    /// Runs `f` on the QP numbered `qpn`. The index's lock is held only for
-    /// the lookup: `f` runs with a counted use of the QP, which keeps it
-    /// from being destroyed until `f` returns, and with no index lock, so
-    /// lookups of different QPs run side by side.
-    pub(crate) fn with<R>(&self, qpn: u32, f: impl FnOnce(&Qp<T>) -> R) -> Option<R> {
-        let ptr = {
-            let tree = self.tree.lock();
-            let p = tree.get(&qpn)?.0;
-            // SAFETY: By the type invariant the QP is live while it is in
-            // the tree, and we hold the tree's lock.
-            let q = unsafe { p.as_ref() };
-            q.users.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-            p
-        };
-        // SAFETY: The use counted above keeps `destroy_cb` waiting, so the QP
-        // stays alive until the count is dropped below.
-        let q = unsafe { ptr.as_ref() };
-        let r = f(q);
-        q.users.fetch_sub(1, core::sync::atomic::Ordering::Release);
-        Some(r)
+impl<T: Driver> Drop for QpRef<T> {
+    fn drop(&mut self) {
+        // The release pairs with `wait_unused`'s acquire: what this user
+        // did happens before the QP is dropped.
+        self.users.fetch_sub(1, core::sync::atomic::Ordering::Release);
     }
 }
 

@@ -149,10 +149,12 @@ impl SharedMem {
     }
 
     /// A pointer to the `len` bytes at `offset`, if they are inside and
-    /// `offset` is a multiple of `align`.
+    /// `offset` is a multiple of `align` (which is not zero).
     fn at(&self, offset: usize, len: usize, align: usize) -> Option<*mut u8> {
         let end = offset.checked_add(len)?;
-        if end > self.size || offset % align != 0 {
+        // `checked_rem`: no division-by-zero panic path, which objtool
+        // would see as a call that returns.
+        if end > self.size || offset.checked_rem(align) != Some(0) {
             return None;
         }
         // SAFETY: `offset` is within the allocation (checked above).

@@ -34,7 +34,7 @@ pub(crate) unsafe trait HasTimer: Sized {
 }
 
 /// Implements [`HasTimer`] for a type, naming its `Timer<Self>` field:
-/// `impl_has_timer! { impl{T: Driver} HasTimer for Qp<T> { self.timer } }`.
+/// `impl_has_timer! { impl{T: Driver} HasTimer for QpTimer<T> { self.timer } }`.
 macro_rules! impl_has_timer {
     (impl$({$($generics:tt)*})? HasTimer for $ty:ty { self.$field:ident }) => {
         // SAFETY: `OFFSET` is the field's offset, and `timer` (which only

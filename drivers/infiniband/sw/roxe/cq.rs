@@ -213,7 +213,7 @@ pub(crate) fn push(
 }
 
 /// Takes the next completion from a kernel consumer's CQ.
-pub(crate) fn pop(cq: &Cq<Roxe>) -> Option<Wc> {
+pub(crate) fn pop(cq: &Cq<Roxe>) -> Option<Wc<Roxe>> {
     let st = cq.data().state.lock();
     let c = st.ring.consumer();
     if c == st.producer || st.broken {
@@ -221,13 +221,14 @@ pub(crate) fn pop(cq: &Cq<Roxe>) -> Option<Wc> {
     }
     let e = st.ring.read(c);
     st.ring.set_consumer(c.wrapping_add(1));
-    Some(to_wc(&e))
+    Some(to_wc(cq, &e))
 }
 
 /// A CQE as the RDMA core's work completion. A kernel CQ's ring is the
 /// driver's alone, so its codes are ones the data path wrote; an unknown
-/// one would be a driver bug and reads as a general error.
-fn to_wc(c: &Cqe) -> Wc {
+/// one would be a driver bug and reads as a general error. The QP is looked
+/// up by number: one destroyed since is named by no QP.
+fn to_wc(cq: &Cq<Roxe>, c: &Cqe) -> Wc<Roxe> {
     let extra = if c.wc_flags & wc_flags::WITH_INV != 0 {
         WcExtra::Invalidated(c.imm_data)
     } else if c.wc_flags & wc_flags::WITH_IMM != 0 {
@@ -241,7 +242,7 @@ fn to_wc(c: &Cqe) -> Wc {
         opcode: WcOp::from_raw(c.opcode).unwrap_or(WcOp::Send),
         vendor_err: c.vendor_err,
         byte_len: c.byte_len,
-        qp_num: c.qp_num,
+        qp: cq.device().data().qp_index.get(c.qp_num),
         src_qp: c.src_qp,
         extra,
         grh: c.wc_flags & wc_flags::GRH != 0,

@@ -9,8 +9,7 @@
 use crate::keys;
 use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_MR, MAX_MW, MAX_PD, MAX_QP, MAX_SRQ};
 use crate::rdma::device::ParentDevice;
-use crate::rdma::qp::QpIndex;
-use crate::table::Table;
+use crate::table::{QpIndex, Table};
 use core::sync::atomic::AtomicBool;
 use kernel::prelude::*;
 

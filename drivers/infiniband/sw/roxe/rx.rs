@@ -49,7 +49,7 @@ fn multicast(
     let members = dev.data().mcast.members(&gid)?;
     let mut result = None;
     for &qpn in members.qpns() {
-        let r = dev.data().qp_index.with(qpn, |qp| receive(qp, pkt, meta));
+        let r = dev.data().qp_index.get(qpn).map(|qp| receive(&qp, pkt, meta));
         // Delivered if any member took it; otherwise the last reason.
         result = match (result, r) {
             (Some(Ok(())), _) => Some(Ok(())),
@@ -131,7 +131,8 @@ impl Receive for Rx {
         } else {
             dev.data()
                 .qp_index
-                .with(pkt.bth.dest_qpn, |qp| receive(qp, &pkt, &meta))
+                .get(pkt.bth.dest_qpn)
+                .map(|qp| receive(&qp, &pkt, &meta))
         };
         match res {
             None => c.event(Event::RxUnknownQp),

@@ -4,9 +4,11 @@
 //! which becomes part of its key or handle. The data path looks objects
 //! up here from softirq.
 
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::rdma::device::Driver;
+use crate::rdma::qp::{Qp, QpRef};
+use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use kernel::alloc::{flags::GFP_KERNEL, Flags};
-use kernel::error::code::ENOMEM;
+use kernel::error::code::{EBUSY, ENOMEM};
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 
@@ -116,5 +118,47 @@ impl<V> Entries<'_, V> {
 impl<V> Inner<V> {
     fn remove(&mut self, idx: &u32) -> Option<V> {
         self.tree.remove(idx)
+    }
+}
+
+/// The device's QPs by number, for the receive path and for completions
+/// that name their QP. Each entry is a counted reference, so a lookup
+/// clones one out and lets the lock go: packets for different QPs are
+/// processed side by side, and a QP's destruction (which takes its entry
+/// out first) waits for the lookups that found it.
+#[pin_data]
+pub(crate) struct QpIndex<T: Driver> {
+    #[pin]
+    tree: SpinLockBh<RBTree<u32, QpRef<T>>>,
+}
+
+impl<T: Driver> QpIndex<T> {
+    /// An empty index.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            tree <- new_spinlock_bh!(RBTree::new(), "roxe_qp_index"),
+        })
+    }
+
+    /// Adds `qp` under its number; `EBUSY` if the number is taken.
+    pub(crate) fn insert(&self, qp: &Qp<T>) -> Result {
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut tree = self.tree.lock();
+        if tree.get(&qp.qp_num()).is_some() {
+            return Err(EBUSY);
+        }
+        tree.insert(node.into_node(qp.qp_num(), qp.new_ref()));
+        Ok(())
+    }
+
+    /// Takes the QP numbered `qpn` out; its reference and node are dropped
+    /// after the lock.
+    pub(crate) fn remove(&self, qpn: u32) {
+        let _old = self.tree.lock().remove(&qpn);
+    }
+
+    /// The QP numbered `qpn`, if it is in the index.
+    pub(crate) fn get(&self, qpn: u32) -> Option<QpRef<T>> {
+        self.tree.lock().get(&qpn).cloned()
     }
 }

@@ -28,7 +28,7 @@ use crate::rdma::link::LinkOps;
 use crate::rdma::mr::{Mr, MrInfo, MrOps, Rereg, UserMrArgs};
 use crate::rdma::mw::{MwOps, MwType};
 use crate::rdma::pd::{Pd, PdOps};
-use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpIndex, QpInit, QpOps, Sge};
+use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit, QpOps, QpTimer, Sge};
 use crate::rdma::srq::{Srq, SrqAttr, SrqModify, SrqOps};
 use crate::rdma::sysfs::Buffer;
 use crate::rdma::udata::UData;
@@ -195,10 +195,6 @@ impl Driver for Roxe {
     type Qp = RoxeQp;
     type Srq = RoxeSrq;
     type Mw = RoxeMw;
-
-    fn qp_index(dev: &Device<Self>) -> &QpIndex<Self> {
-        &dev.data().qp_index
-    }
 }
 
 #[vtable]
@@ -234,7 +230,7 @@ impl CqOps<Roxe> for RoxeCq {
         cq::req_notify(cq, kind)
     }
 
-    fn poll(c: &Cq<Roxe>) -> Option<Wc> {
+    fn poll(c: &Cq<Roxe>) -> Option<Wc<Roxe>> {
         cq::pop(c)
     }
 }
@@ -319,6 +315,14 @@ impl QpOps<Roxe> for RoxeQp {
         qp::query(q)
     }
 
+    fn publish(q: &Qp<Roxe>) -> Result {
+        q.device().data().qp_index.insert(q)
+    }
+
+    fn unpublish(q: &Qp<Roxe>) {
+        q.device().data().qp_index.remove(q.qp_num());
+    }
+
     fn destroy(q: &Qp<Roxe>) {
         q.device().data().mcast.detach_all(q.qp_num());
         qp::destroy(q)
@@ -332,7 +336,7 @@ impl QpOps<Roxe> for RoxeQp {
         q.device().data().mcast.detach(gid, q.qp_num())
     }
 
-    fn doorbell(q: &Qp<Roxe>) -> Result {
+    fn post_send_user(q: &Qp<Roxe>) -> Result {
         qp::doorbell(q)
     }
 
@@ -342,6 +346,10 @@ impl QpOps<Roxe> for RoxeQp {
 
     fn post_recv(q: &Qp<Roxe>, wr_id: u64, sges: &[Sge]) -> Result {
         qp::post_kernel_recv(q, wr_id, sges)
+    }
+
+    fn qp_timer(&self) -> Option<&QpTimer<Roxe>> {
+        Some(&self.timer)
     }
 
     fn timer(q: &Qp<Roxe>) {

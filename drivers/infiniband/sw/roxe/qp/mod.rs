@@ -48,7 +48,7 @@ use crate::proto::wr::{SendOp, Transport, WcOp, WcStatus, MAX_INLINE, MAX_SGE};
 use crate::rdma::ah::{AhAttr, GidType};
 use crate::rdma::errno::eopnotsupp;
 use crate::rdma::qp::{
-    mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpType, SendWr, Sge as KSge,
+    mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpTimer, QpType, SendWr, Sge as KSge,
 };
 use crate::rdma::udata::UData;
 use crate::ring::Ring;
@@ -86,6 +86,10 @@ pub(crate) struct RoxeQp {
     post_lock: SpinLockIrq<()>,
     /// A kernel consumer posted with interrupts off; the timer handles it.
     pub(crate) posted: core::sync::atomic::AtomicBool,
+    /// Retry, RNR and ACK-coalescing deadlines, and deferred kernel posts
+    /// ([`crate::qp::comp::on_timer`]).
+    #[pin]
+    pub(crate) timer: QpTimer<Roxe>,
 }
 
 pub(crate) struct QpState {
@@ -279,6 +283,7 @@ pub(crate) fn create(
             state <- new_spinlock_bh!(state, "roxe_qp"),
             post_lock <- new_spinlock_irq!((), "roxe_qp_post"),
             posted: core::sync::atomic::AtomicBool::new(false),
+            timer <- QpTimer::new(),
         }),
         granted,
         qpn,
