@@ -40,6 +40,7 @@ mod proto {
     pub(crate) mod psn;
     pub(crate) mod qp;
     pub(crate) mod recent;
+    pub(crate) mod req;
     pub(crate) mod resp;
     pub(crate) mod ring;
     pub(crate) mod seg;

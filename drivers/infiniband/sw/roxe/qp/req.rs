@@ -137,33 +137,11 @@ impl ReqState {
     }
 }
 
-/// PSNs an RC requester keeps unacknowledged before it waits (it asks for
-/// an ACK every half window). Virtual links drop long bursts: between two
-/// QEMU guests the receiving QEMU's host UDP socket holds about 90
-/// datagrams (`rmem_default`), and what its guest has not taken by then is
-/// lost (`UdpRcvbufErrors`), each loss a go-back. With 256, a 1 MiB RDMA
-/// WRITE lost 52 to 113 packets per 20 writes; with 128, write and send
-/// still lost some on the bench kernel; with 64, none, and no cell of
-/// `tests/guest/bw-probe.sh` was slower (Documentation/bench.md, "The send
-/// window"). rxe keeps 128 PSNs and at most 64 packets queued per QP.
-pub(crate) const WINDOW: u32 = 64;
-
-/// Read response packets the responder sends for one request, at most: a
-/// requester that asks for more asks again from where they stop.
-pub(crate) const RESPONSE_BURST: u32 = 256;
-
-/// Response packets one RC requester's reads may have outstanding, and the
-/// largest piece one read request asks for. The responders answer each
-/// request at once, so what a requester asks for arrives as one burst, and
-/// the bursts of several QPs reading at once land together. A tail lost
-/// from a burst is found only by the retry timeout: at 128, `ib_read_bw`
-/// 4K and 64K on the bench kernel timed out 22 and 77 times in a run (the
-/// host dropped 6,220 datagrams), at 64 never, and moved 4 to 10 times as
-/// much (Documentation/bench.md, "The send window").
-const READ_WINDOW: u32 = 64;
-
-/// Packets one call of the requester sends before it yields to the timer.
-const BUDGET: u32 = 256;
+// The windows and the budget are the protocol model's (`rust/proto/src/req.rs`,
+// where their reasons are written down), so the host tests run the driver's
+// values.
+pub(crate) use crate::proto::req::{RESPONSE_BURST, WINDOW};
+use crate::proto::req::{BUDGET, READ_WINDOW};
 
 /// In a bind WQE's `swap`: the bind came from `ibv_bind_mw` (type 1).
 const BIND_TYPE1: u64 = crate::uapi::BIND_TYPE1;
@@ -862,17 +840,10 @@ fn data_packet(
     Ok(())
 }
 
-/// The local ACK timeout in milliseconds (4.096 us << `timeout`, at least
-/// 10 ms so a slow virtual machine does not retry needlessly), or `None`
-/// for `timeout` 0, which the standard makes infinite.
+/// The QP's local ACK timeout in milliseconds, or `None` for `timeout` 0
+/// (infinite); see [`crate::proto::req::timeout_ms`].
 pub(crate) fn timeout_ms(st: &QpState) -> Option<u32> {
-    let t = st.attr.timeout.min(31);
-    if t == 0 {
-        return None;
-    }
-    let ms = (4096u64 << t) / 1_000_000;
-    // CAST: clamped to a minute.
-    Some(ms.clamp(10, 60_000) as u32)
+    crate::proto::req::timeout_ms(st.attr.timeout)
 }
 
 /// The time in milliseconds, for the retry timeout.
