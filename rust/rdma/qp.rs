@@ -14,8 +14,8 @@ use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result, Result};
 use kernel::ffi::c_int;
 use kernel::init::PinInit;
-use kernel::prelude::{pin_data, pinned_drop};
 use kernel::macros::vtable;
+use kernel::prelude::{pin_data, pinned_drop};
 use kernel::types::Opaque;
 
 /// The verbs of a QP, implemented by the driver's per-QP state.
@@ -135,9 +135,8 @@ impl<T: Driver> QpTimer<T> {
             // the memory until then).
             unsafe {
                 Timer::init(addr_of_mut!((*slot).timer));
-                addr_of_mut!((*slot).owner).write(core::sync::atomic::AtomicPtr::new(
-                    core::ptr::null_mut(),
-                ));
+                addr_of_mut!((*slot).owner)
+                    .write(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()));
             }
             Ok(())
         };
@@ -419,7 +418,8 @@ impl<T: Driver> Qp<T> {
     /// index of QPs by number) or hand to another context: while it lives,
     /// the QP is not freed.
     pub(crate) fn new_ref(&self) -> QpRef<T> {
-        self.users.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        self.users
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         QpRef(core::ptr::NonNull::from(self))
     }
 
@@ -1061,7 +1061,8 @@ impl<T: Driver> Drop for QpRef<T> {
     fn drop(&mut self) {
         // The release pairs with `wait_unused`'s acquire: what this user
         // did happens before the QP is dropped.
-        self.users.fetch_sub(1, core::sync::atomic::Ordering::Release);
+        self.users
+            .fetch_sub(1, core::sync::atomic::Ordering::Release);
     }
 }
 

@@ -49,7 +49,11 @@ fn multicast(
     let members = dev.data().mcast.members(&gid)?;
     let mut result = None;
     for &qpn in members.qpns() {
-        let r = dev.data().qp_index.get(qpn).map(|qp| receive(&qp, pkt, meta));
+        let r = dev
+            .data()
+            .qp_index
+            .get(qpn)
+            .map(|qp| receive(&qp, pkt, meta));
         // Delivered if any member took it; otherwise the last reason.
         result = match (result, r) {
             (Some(Ok(())), _) => Some(Ok(())),
