@@ -9,7 +9,7 @@ gidx=$(gid_index_v4 roxe0)
 roxe_signal up
 roxe_wait up 120 || fail "the peer never set up"
 runs=("ib_read_bw -s 4096 -n 2000" "ib_read_bw -s 65536 -n 200" "ib_write_bw -s 4096 -n 2000"
-	"ib_write_bw -s 1048576 -n 20" "ib_send_bw -s 4096 -n 2000")
+	"ib_write_bw -s 1048576 -n 20" "ib_send_bw -s 4096 -n 2000" "ib_send_bw -s 65536 -n 200")
 perftest() { # PORT I [SERVER]
 	local cmd
 	read -r -a cmd <<<"${runs[$2 - 1]}"

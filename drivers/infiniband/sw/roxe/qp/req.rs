@@ -140,7 +140,7 @@ impl ReqState {
 // The windows and the budget are the protocol model's (`rust/proto/src/req.rs`,
 // where their reasons are written down), so the host tests run the driver's
 // values.
-use crate::proto::req::{BUDGET, READ_WINDOW};
+use crate::proto::req::{ACK_EVERY, BUDGET, READ_WINDOW};
 pub(crate) use crate::proto::req::{RESPONSE_BURST, WINDOW};
 
 /// In a bind WQE's `swap`: the bind came from `ibv_bind_mw` (type 1).
@@ -789,7 +789,7 @@ fn data_packet(
     }
     // RC asks for an ACK at the end of each message and twice per window,
     // so the window keeps opening inside long messages.
-    bth.ack_req = m.t == Wire::Rc && (pos.ends_message() || (i + 1) % (WINDOW / 2) == 0);
+    bth.ack_req = m.t == Wire::Rc && (pos.ends_message() || (i + 1) % ACK_EVERY == 0);
     let ext = Ext {
         reth: (matches!(
             opcode.operation(),
