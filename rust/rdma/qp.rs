@@ -41,7 +41,8 @@ pub(crate) trait QpOps<T: Driver>: Send + Sync + Sized {
     /// The QP is initialised and about to be handed to the core: a driver
     /// that finds QPs by number (for incoming packets) takes a [`QpRef`]
     /// into its index here. On an error the QP is torn down again (through
-    /// `destroy`) and creation fails with it.
+    /// `destroy`, not `unpublish`) and creation fails with it, so a failed
+    /// `publish` must keep no reference: teardown waits for every one.
     fn publish(_qp: &Qp<T>) -> Result {
         Ok(())
     }
@@ -425,10 +426,20 @@ impl<T: Driver> Qp<T> {
 
     /// Waits until no [`QpRef`] to this QP is left. Sleeps.
     fn wait_unused(&self) {
+        let mut waited_ms = 0u32;
         while self.users.load(core::sync::atomic::Ordering::Acquire) != 0 {
             // SAFETY: `destroy_cb` runs in process context, where sleeping
             // is allowed.
             unsafe { bindings::msleep(1) };
+            waited_ms = waited_ms.saturating_add(1);
+            if waited_ms == 5000 {
+                // A reference the driver keeps and never drops: say so,
+                // rather than hang in silence.
+                kernel::pr_warn!(
+                    "QP {}: destroy waits for references still held\n",
+                    self.qp_num()
+                );
+            }
         }
     }
 
@@ -638,13 +649,16 @@ impl<T: Driver> Qp<T> {
             let start = this as usize;
             let end = start + core::mem::size_of::<Self>();
             // SAFETY: `data` was initialised just above.
-            let timer = match <T::Qp as QpOps<T>>::qp_timer(unsafe { &(*this).data }) {
+            let named = <T::Qp as QpOps<T>>::qp_timer(unsafe { &(*this).data });
+            let timer = match named {
                 Some(t) if (start..end).contains(&(t as *const QpTimer<T> as usize)) => {
                     t.owner.store(this, core::sync::atomic::Ordering::Release);
                     t as *const QpTimer<T>
                 }
                 _ => core::ptr::null(),
             };
+            // A timer elsewhere is a driver bug: creation fails below.
+            let misplaced = named.is_some() && timer.is_null();
             // SAFETY: The field is ours and the QP not yet published.
             // INVARIANT: null or a timer inside this QP, owned by it.
             unsafe { addr_of_mut!((*this).timer).write(timer) };
@@ -659,6 +673,12 @@ impl<T: Driver> Qp<T> {
             // SAFETY: Initialised just above; the core keeps the memory until
             // `destroy_cb`, which removes the QP from the index first.
             let done = unsafe { &*this };
+            if misplaced {
+                kernel::pr_warn!("QP {}: the driver's timer is not in the QP\n", qpn);
+                // SAFETY: As below: the core has not seen the QP.
+                unsafe { Self::teardown(this) };
+                return Err(EINVAL);
+            }
             if let Err(e) = <T::Qp as QpOps<T>>::publish(done) {
                 // SAFETY: The core has not seen the QP, and frees the memory
                 // when creation fails.

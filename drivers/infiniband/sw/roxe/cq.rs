@@ -214,13 +214,17 @@ pub(crate) fn push(
 
 /// Takes the next completion from a kernel consumer's CQ.
 pub(crate) fn pop(cq: &Cq<Roxe>) -> Option<Wc<Roxe>> {
-    let st = cq.data().state.lock();
-    let c = st.ring.consumer();
-    if c == st.producer || st.broken {
-        return None;
-    }
-    let e = st.ring.read(c);
-    st.ring.set_consumer(c.wrapping_add(1));
+    let e = {
+        let st = cq.data().state.lock();
+        let c = st.ring.consumer();
+        if c == st.producer || st.broken {
+            return None;
+        }
+        let e = st.ring.read(c);
+        st.ring.set_consumer(c.wrapping_add(1));
+        e
+    };
+    // The QP is looked up with the CQ's lock let go.
     Some(to_wc(cq, &e))
 }
 

@@ -140,7 +140,7 @@ impl ReqState {
 // The windows and the budget are the protocol model's (`rust/proto/src/req.rs`,
 // where their reasons are written down), so the host tests run the driver's
 // values.
-use crate::proto::req::{ACK_EVERY, BUDGET, READ_WINDOW};
+use crate::proto::req::{read_window, ACK_EVERY, BUDGET};
 pub(crate) use crate::proto::req::{RESPONSE_BURST, WINDOW};
 
 /// In a bind WQE's `swap`: the bind came from `ibv_bind_mw` (type 1).
@@ -549,7 +549,7 @@ impl ReqState {
 /// on. Returns the message length once every packet is out, or `None`
 /// when the RC window or `budget` stopped it part-way.
 ///
-/// An RDMA READ goes out as one read request per [`READ_WINDOW`] packets of
+/// An RDMA READ goes out as one read request per read window (`read_window`) of
 /// response, so no responder answers with a longer burst than that.
 fn send_connected(
     qp: &Qp<Roxe>,
@@ -602,13 +602,14 @@ fn send_connected(
     if st.req.sq_pkt == 0 {
         // Nothing is recorded for a WQE that cannot start yet: it is
         // counted in `reads_out` once, when its first packet goes out.
+        let rw = read_window(mtu);
         let read_full = op == SendOp::RdmaRead
             && st.comp.una != st.req.npsn
-            && st.comp.una.distance(st.req.npsn) + n.min(READ_WINDOW) > READ_WINDOW;
+            && st.comp.una.distance(st.req.npsn) + n.min(rw) > rw;
         if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= WINDOW) || read_full {
             return Ok(None);
         }
-        if op == SendOp::RdmaRead && !st.req.take_read_credits(qp, n.min(READ_WINDOW)) {
+        if op == SendOp::RdmaRead && !st.req.take_read_credits(qp, n.min(rw)) {
             return Ok(None);
         }
         prepaid = op == SendOp::RdmaRead;
@@ -722,18 +723,20 @@ fn read_request(
     prepaid: &mut bool,
 ) -> bool {
     let i = req.sq_pkt;
-    if i % READ_WINDOW == 0 && i != 0 && una != req.npsn {
+    let rw = read_window(m.mtu);
+    if i % rw == 0 && i != 0 && una != req.npsn {
         // The pieces of one read go one at a time: each is a request the
         // responder keeps a resource for, and it may keep as few as one
         // (`max_dest_rd_atomic`).
         return false;
     }
-    // Requests cover fixed READ_WINDOW-packet pieces of the read, so one
-    // asked again part-way (after a loss) is a subset of the one sent
+    // Requests cover fixed pieces of the read (the read window at the
+    // path MTU, which does not change while the read is outstanding), so
+    // one asked again part-way (after a loss) is a subset of the one sent
     // first, which is what responders accept as a duplicate.
-    let span = (m.n - i).min(READ_WINDOW - i % READ_WINDOW);
+    let span = (m.n - i).min(rw - i % rw);
     if !core::mem::take(prepaid) {
-        if una != req.npsn && una.distance(req.npsn) + span > READ_WINDOW {
+        if una != req.npsn && una.distance(req.npsn) + span > rw {
             // Resumed by the responses (`comp::complete`).
             return false;
         }
