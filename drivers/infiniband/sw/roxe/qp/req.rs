@@ -140,7 +140,7 @@ impl ReqState {
 // The windows and the budget are the protocol model's (`rust/proto/src/req.rs`,
 // where their reasons are written down), so the host tests run the driver's
 // values.
-use crate::proto::req::{read_window, ACK_EVERY, BUDGET};
+use crate::proto::req::{ack_every, read_window, window, BUDGET};
 pub(crate) use crate::proto::req::{RESPONSE_BURST, WINDOW};
 
 /// In a bind WQE's `swap`: the bind came from `ibv_bind_mw` (type 1).
@@ -606,7 +606,7 @@ fn send_connected(
         let read_full = op == SendOp::RdmaRead
             && st.comp.una != st.req.npsn
             && st.comp.una.distance(st.req.npsn) + n.min(rw) > rw;
-        if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= WINDOW) || read_full {
+        if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= window(mtu)) || read_full {
             return Ok(None);
         }
         if op == SendOp::RdmaRead && !st.req.take_read_credits(qp, n.min(rw)) {
@@ -638,7 +638,7 @@ fn send_connected(
         sport: udp::source_port(qp.qp_num(), dqpn),
     };
     while st.req.sq_pkt < n {
-        if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= WINDOW) {
+        if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= window(mtu)) {
             return Ok(None);
         }
         *budget -= 1;
@@ -792,7 +792,7 @@ fn data_packet(
     }
     // RC asks for an ACK at the end of each message and twice per window,
     // so the window keeps opening inside long messages.
-    bth.ack_req = m.t == Wire::Rc && (pos.ends_message() || (i + 1) % ACK_EVERY == 0);
+    bth.ack_req = m.t == Wire::Rc && (pos.ends_message() || (i + 1) % ack_every(m.mtu) == 0);
     let ext = Ext {
         reth: (matches!(
             opcode.operation(),
