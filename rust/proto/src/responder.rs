@@ -13,38 +13,23 @@
 //! packets are the kernel's, reached through [`Io`]. The per-packet rules
 //! on lengths and placement are [`super::resp`]'s.
 //!
-//! # Driver map
+//! # In the driver
 //!
-//! Each method makes the decisions of these driver functions
-//! (`drivers/infiniband/sw/roxe/resp.rs` as of commit c435139, which moved
-//! them unchanged out of `datapath.rs`):
-//!
-//! - [`Responder::on_request`]: `respond`, `refuse`, `drop_message`,
-//!   `pop_recv`, `recv_send`, `recv_write`, `atomic`, `replay_atomic`,
-//!   `atomic_write`, `flush` (not its fence), `read_response`,
-//!   `replay_read`, and the decisions of `send_ack`, `send_atomic_ack` and
-//!   `send_read_ack`.
-//! - [`Responder::flush`], [`Responder::reset`]: `qp.rs` `flush_rq` (the
-//!   WQE the responder holds), `QpState::reset_progress`, the RESET arm of
-//!   `modify`.
-//! - The `set_*` methods: the `modify` fields `RQ_PSN`, `ACCESS_FLAGS`,
-//!   `PATH_MTU`, `MAX_DEST_RD_ATOMIC`, `MIN_RNR_TIMER`.
-//!
-//! What stays in the driver: the checks before the responder (transport,
-//! QP state, addresses), UD receives (`recv_ud`), the receive queues
-//! (`Io::pop_recv`), memory (`Io::scatter`, `Io::write`, `Io::atomic`,
-//! `Io::check_key`, `Io::flush`, `Io::invalidate`), building and sending
-//! the answers, completion queue entries, and flushing.
-//!
-//! # Where it departs from the driver
+//! The driver runs this machine for every RC and UC request packet
+//! (`drivers/infiniband/sw/roxe/qp/resp/mod.rs`, `respond`), with its
+//! kernel side as the [`Io`] implementation. What stays in the driver: the
+//! checks before the responder (transport, QP state, addresses), UD
+//! receives (`recv_ud`), the receive queues (`Io::pop_recv`), memory
+//! (`Io::scatter`, `Io::write`, `Io::atomic`, `Io::check_key`,
+//! `Io::flush`, `Io::invalidate`), building and sending the answers,
+//! completion queue entries, moving the QP to ERR (`Io::fatal`) and
+//! flushing. `modify` calls the `set_*` methods, `flush` on the move to
+//! ERR, and `reset` on the move to RESET.
 //!
 //! Atomic results are remembered like reads: the newest
 //! `max_dest_rd_atomic` of them, up to `A` (128, the driver's
-//! `MAX_QP_RD_ATOM`, by default). The driver keeps 16 whatever
-//! `max_dest_rd_atomic` it granted, so a requester with more than 16
-//! atomics in flight whose answer to an early one was lost asked again for
-//! a result that was gone, got no answer, and failed with
-//! `RETRY_EXC_ERR`.
+//! `MAX_QP_RD_ATOM`, by default), so the duplicate of any atomic a
+//! requester may still have in flight finds its result.
 
 use super::access::{FLUSH_GLOBAL, FLUSH_PERSISTENT, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use super::aeth::{NakCode, RnrTimer, Syndrome};

@@ -42,6 +42,7 @@ mod proto {
     pub(crate) mod recent;
     pub(crate) mod req;
     pub(crate) mod resp;
+    pub(crate) mod responder;
     pub(crate) mod ring;
     pub(crate) mod seg;
     pub(crate) mod udp;

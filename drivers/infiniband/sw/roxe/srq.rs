@@ -264,26 +264,27 @@ pub(crate) fn post_kernel_recv(srq: &Srq<Roxe>, wr_id: u64, sges: &[Sge]) -> Res
 /// event when that leaves fewer WQEs than the armed limit.
 pub(crate) fn pop(srq: &Srq<Roxe>) -> Option<crate::wqe::RecvCopy> {
     let this = srq.data();
-    let (r, fire) = {
+    let mut fire = false;
+    let r = {
         let mut guard = this.state.lock();
         let st = &mut *guard;
-        let r = crate::wqe::take_recv(&st.ring, &mut st.consumer)
-            .ok()
-            .flatten()?;
-        let left = st
-            .ring
-            .geometry()
-            .used(st.ring.producer(), st.consumer)
-            .unwrap_or(0);
-        let fire = st.limit != 0 && left < st.limit;
-        if fire {
+        let r = crate::wqe::take_recv(&st.ring, &mut st.consumer);
+        if r.is_some() && st.limit != 0 {
+            let left = st
+                .ring
+                .geometry()
+                .used(st.ring.producer(), st.consumer)
+                .unwrap_or(0);
             // The limit disarms once it fires.
-            st.limit = 0;
+            fire = left < st.limit;
+            if fire {
+                st.limit = 0;
+            }
         }
-        (r, fire)
+        r
     };
     if fire {
         srq.report_limit_reached();
     }
-    Some(r)
+    r
 }

@@ -34,7 +34,7 @@ pub(crate) mod resp;
 
 use self::comp::CompState;
 use self::req::ReqState;
-use self::resp::RespState;
+use self::resp::Responder;
 use crate::cq;
 use crate::device::{Roxe, RoxeDev};
 use crate::limits::PORT;
@@ -112,8 +112,9 @@ pub(crate) struct QpState {
     pub(crate) req: ReqState,
     /// The completer ([`self::comp`]).
     pub(crate) comp: CompState,
-    /// The responder ([`self::resp`]).
-    pub(crate) resp: RespState,
+    /// The responder: `rust/proto`'s machine, its kernel side in
+    /// [`self::resp`].
+    pub(crate) resp: KBox<Responder>,
 }
 
 impl QpState {
@@ -125,12 +126,22 @@ impl QpState {
         self.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()))
     }
 
-    /// Forgets the requester's, completer's and responder's progress.
+    /// Forgets the requester's and completer's progress (the responder's
+    /// goes with its own `flush` or `reset`).
     fn reset_progress(&mut self) {
         self.sq_checked = 0;
         self.req.reset(self.sq_consumer);
         self.comp.reset(self.req.npsn);
-        self.resp.reset();
+    }
+
+    /// Gives the responder the QP's attributes it works by.
+    fn configure_responder(&mut self) {
+        let a = &self.attr;
+        self.resp.set_access(a.access_flags);
+        self.resp.set_max_dest_rd_atomic(a.max_dest_rd_atomic);
+        self.resp.set_min_rnr_timer(a.min_rnr_timer);
+        let mtu = self.path_mtu();
+        self.resp.set_mtu(mtu);
     }
 }
 
@@ -265,7 +276,7 @@ pub(crate) fn create(
         path: None,
         req: ReqState::new(wqe_psns),
         comp: CompState::new(),
-        resp: RespState::new()?,
+        resp: resp::new_responder(init.qp_type == QpType::Uc)?,
     };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
     let qpn = number.qpn();
@@ -476,7 +487,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     }
     if m & mask::RQ_PSN != 0 {
         s.rq_psn = a.rq_psn & 0xff_ffff;
-        st.resp.epsn = Psn::new(s.rq_psn);
+        st.resp.set_rq_psn(Psn::new(s.rq_psn));
     }
     if m & mask::SQ_PSN != 0 {
         s.sq_psn = a.sq_psn & 0xff_ffff;
@@ -515,12 +526,13 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             st.req.flush_icrc_known = false;
             st.req.npsn = Psn::ZERO;
             st.comp.una = Psn::ZERO;
-            st.resp.epsn = Psn::ZERO;
-            st.resp.msn = 0;
+            // A receive WQE the responder held goes without a completion.
+            let _discarded = st.resp.reset();
         }
         State::Err if cur != State::Err => flush(qp, st),
         _ => {}
     }
+    st.configure_responder();
     Ok(())
 }
 
@@ -603,26 +615,24 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
         this.sq.set_consumer(prod);
     }
     st.req.release_reads(&qp.device().data().read_credits);
-    // The receives the responder holds go before `reset_progress` forgets
-    // them.
     flush_rq(qp, st);
     st.reset_progress();
 }
 
-/// Completes every outstanding receive with a flush error: first those the
-/// responder took from the RQ or SRQ for a message (the oldest; an SRQ's
-/// belong to this QP once taken), then the RQ's.
+/// Completes receive WQE `held`, which the responder took from the RQ or
+/// SRQ for a message (the oldest receive; an SRQ's belongs to this QP once
+/// taken), with a flush error.
+pub(crate) fn flush_held(qp: &Qp<Roxe>, held: Option<crate::wqe::RecvCopy>) {
+    if let (Some(w), Some(rcq)) = (held, qp.recv_cq()) {
+        let _ = cq::push(rcq, flush_cqe(qp.qp_num(), w.wr_id(), WcOp::Recv), false);
+    }
+}
+
+/// Completes every outstanding receive with a flush error: first the one
+/// the responder holds, then the RQ's. The responder stops.
 fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
-    let held = [
-        st.resp.recv.take().map(|p| p.wqe),
-        st.resp.recv_spare.take(),
-    ];
-    for w in held.into_iter().flatten() {
-        if let Some(rcq) = qp.recv_cq() {
-            let _ = cq::push(rcq, flush_cqe(qp.qp_num(), w.wr_id(), WcOp::Recv), false);
-        }
-    }
+    flush_held(qp, st.resp.flush());
     if let (Some(rq), Some(rcq)) = (&this.rq, qp.recv_cq()) {
         let prod = rq.producer();
         if let Ok(n) = rq.geometry().used(prod, st.rq_consumer) {

@@ -140,8 +140,8 @@ impl ReqState {
 // The windows and the budget are the protocol model's (`rust/proto/src/req.rs`,
 // where their reasons are written down), so the host tests run the driver's
 // values.
+pub(crate) use crate::proto::req::WINDOW;
 use crate::proto::req::{ack_every, read_window, window, BUDGET};
-pub(crate) use crate::proto::req::{RESPONSE_BURST, WINDOW};
 
 /// In a bind WQE's `swap`: the bind came from `ibv_bind_mw` (type 1).
 const BIND_TYPE1: u64 = crate::uapi::BIND_TYPE1;

@@ -3,20 +3,21 @@
 //! The responder: request packets (SEND, RDMA WRITE, RDMA READ, atomics,
 //! Atomic Write, FLUSH, UD datagrams) to memory, receive completions,
 //! ACKs, NAKs and read responses. It runs from the UDP receive hook
-//! (softirq) under the QP's state lock. Its state is [`RespState`].
+//! (softirq) under the QP's state lock.
 //!
-//! This file checks each request's PSN and place in the opcode sequence,
-//! sends ACKs and NAKs, and refuses what breaks the rules; the operations
-//! are in `recv` (SEND, RDMA WRITE, UD), `atomic` (atomics, Atomic Write,
-//! FLUSH) and `read` (RDMA READ).
+//! The RC and UC decisions (the expected PSN, duplicates, the opcode
+//! sequence, lengths, what is answered and how, what moves the QP to ERR)
+//! are `rust/proto`'s [`Responder`](proto::responder::Responder), the
+//! machine the host tests run against the requester over a lossy link.
+//! This file is its kernel side ([`Io`]): receive WQEs from the RQ or SRQ,
+//! memory through the key table, and the answers on the wire. `recv`
+//! holds the receive queues, the receive completions and UD.
 
-mod atomic;
-mod read;
 mod recv;
 
 pub(crate) use recv::recv_ud;
 
-use self::recv::{push_recv, recv_cqe};
+use self::recv::{pop_queue, push_recv, recv_cqe};
 use super::QpState;
 use crate::counters::{Drop, Event};
 use crate::device::Roxe;
@@ -24,436 +25,260 @@ use crate::keys::{self, KeyError};
 use crate::limits::MAX_QP_RD_ATOM;
 use crate::proto::access::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::proto::aeth::{NakCode, Syndrome};
-use crate::proto::headers::{self, Aeth, Bth, Ext, Packet, DEFAULT_PKEY};
-use crate::proto::opcode::{Opcode, Operation};
+use crate::proto::headers::{self, Aeth, AtomicAckEth, Bth, Ext, Packet, DEFAULT_PKEY};
+use crate::proto::opcode::{Opcode, Transport};
 use crate::proto::psn::Psn;
-use crate::proto::qp::State;
-use crate::proto::recent::Recent;
-use crate::proto::resp::{self, ReadResources};
+use crate::proto::responder::{
+    self as proto_resp, AtomicOp, Discard, Io, ReadSegment, RecvCompletion,
+};
 use crate::proto::udp;
-use crate::proto::wr::{WcOp, WcStatus};
-use crate::rdma::qp::{Qp, QpType};
+use crate::rdma::qp::Qp;
+use crate::tx::Path;
+use crate::uapi::wc_flags;
 use crate::wqe::RecvCopy;
 use kernel::alloc::flags::GFP_KERNEL_ACCOUNT;
 use kernel::prelude::*;
 
-/// How many atomic results the responder keeps for replay: as many as a
-/// requester may have in flight (`max_dest_rd_atomic` is at most this), so
-/// the duplicate of any atomic still unanswered finds its result. With
-/// fewer, a requester with more atomics in flight than that, on a lossy
-/// link, resent ones whose results were gone and ran out of retries
-/// (`rust/proto` `many_atomics_in_flight`).
-const ATOMIC_REPLAY: usize = MAX_QP_RD_ATOM as usize;
+/// The responder of one QP: the `rust/proto` machine over the driver's
+/// copies of receive WQEs, remembering as many reads and atomics as a QP
+/// may grant (`max_dest_rd_atomic` is at most [`MAX_QP_RD_ATOM`]).
+pub(crate) type Responder =
+    proto_resp::Responder<RecvCopy, { MAX_QP_RD_ATOM as usize }, { MAX_QP_RD_ATOM as usize }>;
 
-/// The atomics the responder executed, the newest `ATOMIC_REPLAY`.
-type AtomicReplay = Recent<AtomicDone, ATOMIC_REPLAY>;
-
-/// A SEND (or the last packet of an RDMA WRITE with immediate) being
-/// received: its receive WQE and how many bytes of the message it holds.
-pub(crate) struct RecvProgress {
-    pub(crate) wqe: RecvCopy,
-    /// At most `wqe::MAX_MSG`.
-    pub(crate) off: u64,
+/// A fresh responder for `transport` (RESET, expecting PSN 0).
+const fn fresh(transport: Transport) -> Responder {
+    Responder::new(proto_resp::Config::new(transport, 1024), Psn::ZERO)
 }
 
-/// An RDMA WRITE being received.
-pub(crate) struct WriteProgress {
-    pub(crate) rkey: u32,
-    pub(crate) va: u64,
-    pub(crate) len: u32,
-    pub(crate) off: u32,
-}
-
-/// An atomic the responder executed: what a duplicate must ask again,
-/// and the answer it gets.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct AtomicDone {
-    /// The request's PSN.
-    pub(crate) psn: Psn,
-    pub(crate) rkey: u32,
-    pub(crate) va: u64,
-    /// The value the target held before.
-    pub(crate) orig: u64,
-}
-
-impl AtomicDone {
-    /// What unused slots hold; never read.
-    const UNUSED: Self = Self {
-        psn: Psn::ZERO,
-        rkey: 0,
-        va: 0,
-        orig: 0,
-    };
-}
-
-/// The responder's memory of the reads it served.
-pub(crate) type Reads = ReadResources<{ MAX_QP_RD_ATOM as usize }>;
-
-/// An empty [`Reads`] on the heap, charged to the caller's memory cgroup.
-/// Not inlined, so its stack temporary lives only in its own frame. The
-/// empty value is a `const`: built at run time (`ReadResources::new()`),
-/// its array and then the struct each took a temporary, twice the stack
-/// (6 KiB for [`new_atomic_replay`], which overflowed the stack of QP1's
-/// create deep in `rdma link add`).
+/// A fresh UC responder if `uc`, else RC (UD QPs never use theirs), on the heap (about 7 KiB, for its memory of reads and
+/// atomics), charged to the caller's memory cgroup. Built from constants
+/// and not inlined, so no temporary of it lands on the stack of `create`,
+/// which for QP1 runs deep in `rdma link add`.
 #[inline(never)]
-fn new_reads() -> Result<KBox<Reads>> {
-    const EMPTY: Reads = ReadResources::new();
-    Ok(KBox::new(EMPTY, GFP_KERNEL_ACCOUNT)?)
+pub(crate) fn new_responder(uc: bool) -> Result<KBox<Responder>> {
+    Ok(if uc {
+        KBox::new(const { fresh(Transport::Uc) }, GFP_KERNEL_ACCOUNT)?
+    } else {
+        KBox::new(const { fresh(Transport::Rc) }, GFP_KERNEL_ACCOUNT)?
+    })
 }
 
-/// An empty [`AtomicReplay`] on the heap (3 KiB), as [`new_reads`].
-#[inline(never)]
-fn new_atomic_replay() -> Result<KBox<AtomicReplay>> {
-    const EMPTY: AtomicReplay = Recent::new(AtomicDone::UNUSED);
-    Ok(KBox::new(EMPTY, GFP_KERNEL_ACCOUNT)?)
+/// The kernel side of one QP's responder, for one packet.
+struct Kernel<'a> {
+    qp: &'a Qp<Roxe>,
+    path: Option<&'a Path>,
+    dest_qpn: u32,
+    rq_consumer: &'a mut u32,
+    /// The responder refused a request and stopped: the QP goes to ERR,
+    /// this receive WQE (if any) flushed first.
+    fatal: Option<Option<RecvCopy>>,
 }
 
-/// The responder's state: the expected PSN, the message in progress, and
-/// what it remembers to answer duplicates.
-pub(crate) struct RespState {
-    /// The expected PSN.
-    pub(crate) epsn: Psn,
-    /// The message sequence number.
-    pub(crate) msn: u32,
-    /// Recent atomics, to answer duplicates without executing
-    /// them again.
-    /// (On the heap, as `reads` is.)
-    atomic_replay: KBox<AtomicReplay>,
-    /// A PSN sequence NAK was sent and not yet resolved.
-    nak_sent: bool,
-    /// The message in progress that holds a receive WQE.
-    pub(crate) recv: Option<RecvProgress>,
-    /// A receive WQE taken from the RQ or SRQ whose UC message
-    /// was lost (a gap, a packet that broke the rules). It is still the
-    /// oldest receive: the next message takes it before the queue's, and a
-    /// flush completes it first. At most one of `recv` and `recv_spare`
-    /// holds a WQE.
-    pub(crate) recv_spare: Option<RecvCopy>,
-    wctx: Option<WriteProgress>,
-    /// The RDMA READ requests served, the newest
-    /// `max_dest_rd_atomic` of them; only these are answered again as
-    /// duplicates.
-    /// (3 KiB, so on the heap: the QP's state is built on the stack of
-    /// `create`, which for QP1 runs deep in `rdma link add`.)
-    reads: KBox<Reads>,
+impl Kernel<'_> {
+    fn asker(&self) -> keys::Asker {
+        keys::Asker {
+            pd: self.qp.pd_id(),
+            qpn: self.qp.qp_num(),
+        }
+    }
+
+    /// Runs `f(mr, offset)` over `len` bytes at `va` through remote key
+    /// `rkey` (checked against this QP's PD, and its QPN for a type 2
+    /// window), if the key grants `need`.
+    fn with_remote<R>(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        need: u32,
+        f: impl FnOnce(&keys::MrData, usize) -> core::result::Result<R, KeyError>,
+    ) -> core::result::Result<R, KeyError> {
+        let table = &self.qp.device().data().mr_table;
+        keys::with_rkey(table, self.asker(), rkey, va, len, need, f)
+    }
+
+    /// Sends a response with `ext` and `len` payload bytes read from `va`
+    /// under `rkey`. Nothing goes out without a path (a QP before RTR
+    /// never gets here).
+    fn send(&self, bth: &Bth, ext: &Ext, rkey: u32, va: u64, len: u32) {
+        let Some(path) = self.path else { return };
+        let sport = udp::source_port(self.qp.qp_num(), self.dest_qpn);
+        let counters = &self.qp.device().data().counters;
+        let _ = path.send(counters, sport, bth, ext, len as usize, |buf| {
+            buf.is_empty()
+                || self
+                    .with_remote(rkey, va, len, REMOTE_READ, |m, o| m.read(o, buf))
+                    .is_ok()
+        });
+    }
+
+    fn bare(&self, opcode: Opcode, psn: Psn, syndrome: Syndrome, msn: u32, orig: Option<u64>) {
+        let bth = Bth::new(opcode, DEFAULT_PKEY, self.dest_qpn, psn);
+        let ext = Ext {
+            aeth: Some(Aeth {
+                syndrome: syndrome.to_u8(),
+                msn,
+            }),
+            atomic_ack_eth: orig.map(|orig| AtomicAckEth { orig }),
+            ..Ext::default()
+        };
+        self.send(&bth, &ext, 0, 0, 0);
+    }
 }
 
-impl RespState {
-    pub(crate) fn new() -> Result<Self> {
-        Ok(Self {
-            epsn: Psn::ZERO,
-            msn: 0,
-            atomic_replay: new_atomic_replay()?,
-            nak_sent: false,
-            recv: None,
-            recv_spare: None,
-            wctx: None,
-            reads: new_reads()?,
+impl Io for Kernel<'_> {
+    type Recv = RecvCopy;
+
+    fn pop_recv(&mut self) -> Option<RecvCopy> {
+        pop_queue(self.qp, self.rq_consumer)
+    }
+
+    fn scatter(
+        &mut self,
+        r: &RecvCopy,
+        off: u64,
+        data: &[u8],
+    ) -> Result<(), crate::proto::wr::WcStatus> {
+        r.scatter(self.qp.device(), self.qp.pd_id(), off, data)
+    }
+
+    fn complete_recv(&mut self, r: RecvCopy, c: &RecvCompletion) {
+        let mut cqe = recv_cqe(self.qp, r.wr_id(), c.op, c.status, c.byte_len);
+        cqe.src_qp = self.dest_qpn;
+        if let Some(imm) = c.imm {
+            cqe.wc_flags |= wc_flags::WITH_IMM;
+            cqe.imm_data = imm.to_be();
+        }
+        if let Some(rkey) = c.invalidated {
+            cqe.wc_flags |= wc_flags::WITH_INV;
+            cqe.imm_data = rkey;
+        }
+        push_recv(self.qp, cqe, c.solicited);
+    }
+
+    fn check_key(&mut self, rkey: u32, va: u64, len: u32, access: u32) -> bool {
+        self.with_remote(rkey, va, len, access, |_, _| Ok(()))
+            .is_ok()
+    }
+
+    fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
+        // CAST: a payload is at most one MTU.
+        let len = data.len() as u32;
+        self.with_remote(rkey, va, len, REMOTE_WRITE, |m, o| m.write(o, data))
+            .is_ok()
+    }
+
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Option<u64> {
+        // Under the key table's lock, so no other atomic or Atomic Write
+        // sees half of it.
+        self.with_remote(rkey, va, 8, REMOTE_ATOMIC, |m, o| {
+            m.atomic(o, |v| op.apply(v))
         })
+        .ok()
     }
 
-    /// Forgets the message in progress and the requests served.
-    pub(crate) fn reset(&mut self) {
-        self.recv = None;
-        self.recv_spare = None;
-        self.wctx = None;
-        self.nak_sent = false;
-        self.reads.clear();
-        self.atomic_replay.clear();
+    fn flush(&mut self, rkey: u32, va: u64, len: u32, need: u32, whole_mr: bool) -> bool {
+        let checked = if whole_mr {
+            let table = &self.qp.device().data().mr_table;
+            keys::check_whole(table, rkey, self.qp.pd_id(), need)
+        } else {
+            self.with_remote(rkey, va, len, need, |_, _| Ok(()))
+        };
+        if checked.is_err() {
+            return false;
+        }
+        // Every write before the FLUSH was copied into memory by this same
+        // receive path: a full fence makes them globally visible.
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        true
+    }
+
+    fn invalidate(&mut self, rkey: u32) -> bool {
+        let table = &self.qp.device().data().mr_table;
+        keys::invalidate(table, self.qp.pd_id(), Some(self.qp.qp_num()), rkey).is_ok()
+    }
+
+    fn send_ack(&mut self, psn: Psn, syndrome: Syndrome, msn: u32) {
+        let counters = &self.qp.device().data().counters;
+        match syndrome {
+            Syndrome::Nak(NakCode::PsnSequenceError) => counters.event(Event::RespNakSeq),
+            Syndrome::RnrNak(_) => counters.event(Event::RespRnrNak),
+            _ => {}
+        }
+        self.bare(Opcode::RcAcknowledge, psn, syndrome, msn, None);
+    }
+
+    fn send_atomic_ack(&mut self, psn: Psn, orig: u64, msn: u32) {
+        let op = Opcode::RcAtomicAcknowledge;
+        self.bare(op, psn, Syndrome::ACK, msn, Some(orig));
+    }
+
+    fn send_read_response(&mut self, seg: &ReadSegment) {
+        let mut bth = Bth::new(seg.opcode, DEFAULT_PKEY, self.dest_qpn, seg.psn);
+        bth.pad = headers::pad_len(seg.len as usize);
+        let ext = Ext {
+            aeth: seg.msn.map(|msn| Aeth {
+                syndrome: Syndrome::ACK.to_u8(),
+                msn,
+            }),
+            ..Ext::default()
+        };
+        self.send(&bth, &ext, seg.rkey, seg.va, seg.len);
+    }
+
+    fn fatal(&mut self, held: Option<RecvCopy>) {
+        self.fatal = Some(held);
     }
 }
 
-/// Sends an ACK or NAK for `psn`.
-fn send_ack(qp: &Qp<Roxe>, st: &QpState, psn: Psn, syndrome: Syndrome) {
-    send_bare(
-        qp,
-        st,
-        Opcode::RcAcknowledge,
-        psn,
-        syndrome,
-        st.resp.msn,
-        None,
-    );
+/// Why the driver counts a packet the responder did not take.
+fn drop_reason(d: Discard) -> Drop {
+    match d {
+        Discard::State => Drop::State,
+        Discard::Psn => Drop::Psn,
+        Discard::NoRecv => Drop::NoRecv,
+        Discard::Key => Drop::Key,
+        Discard::Length => Drop::Length,
+        Discard::Duplicate => Drop::Duplicate,
+        Discard::Invalid => Drop::Invalid,
+    }
 }
 
-/// Sends a response that carries no payload: an ACKNOWLEDGE, an ATOMIC
-/// ACKNOWLEDGE (with `orig`, the value the target held) or an empty RDMA
-/// READ RESPONSE ONLY, with AETH `syndrome` and `msn`.
-fn send_bare(
-    qp: &Qp<Roxe>,
-    st: &QpState,
-    opcode: Opcode,
-    psn: Psn,
-    syndrome: Syndrome,
-    msn: u32,
-    orig: Option<u64>,
-) {
-    let Some(path) = st.path.as_ref() else { return };
-    let bth = Bth::new(opcode, DEFAULT_PKEY, st.attr.dest_qp_num, psn);
-    let ext = Ext {
-        aeth: Some(Aeth {
-            syndrome: syndrome.to_u8(),
-            msn,
-        }),
-        atomic_ack_eth: orig.map(|orig| headers::AtomicAckEth { orig }),
-        ..Ext::default()
-    };
-    let _ = path.send(
-        &qp.device().data().counters,
-        udp::source_port(qp.qp_num(), st.attr.dest_qp_num),
-        &bth,
-        &ext,
-        0,
-        |_| true,
-    );
-}
-
-/// Takes one request packet of an RC or UC QP: checks its PSN and its
-/// place in the opcode sequence, executes it, and answers it.
+/// Takes one request packet of an RC or UC QP.
 pub(crate) fn respond(
     qp: &Qp<Roxe>,
     st: &mut QpState,
     pkt: &Packet<'_>,
 ) -> core::result::Result<(), Drop> {
-    let rc = qp.data().qp_type == QpType::Rc;
-    let psn = pkt.bth.psn;
-    let pos = pkt.opcode.position();
-    if psn != st.resp.epsn {
-        if rc && psn.diff(st.resp.epsn) < 0 {
-            return duplicate(qp, st, pkt);
-        } else if rc {
-            out_of_sequence(qp, st);
-            return Err(Drop::Psn);
-        }
-        // UC: a gap loses the message in progress; a new one may start.
-        drop_message(st);
-        if !pos.starts_message() {
-            st.resp.epsn = psn.next();
-            return Err(Drop::Psn);
-        }
-    }
-    st.resp.nak_sent = false;
-    let op = pkt.opcode.operation();
-    // The opcode sequence: a message continues the one in progress, and
-    // only a first or only packet starts one.
-    let continues = match op {
-        Operation::Send => st.resp.recv.is_some(),
-        Operation::RdmaWrite => st.resp.wctx.is_some(),
-        _ => false,
+    // The path MTU follows the route, which may shrink after `modify`.
+    let mtu = st.path_mtu();
+    let fatal = {
+        let QpState {
+            resp,
+            path,
+            attr,
+            rq_consumer,
+            ..
+        } = st;
+        resp.set_mtu(mtu);
+        let mut io = Kernel {
+            qp,
+            path: path.as_ref(),
+            dest_qpn: attr.dest_qp_num,
+            rq_consumer,
+            fatal: None,
+        };
+        let res = resp.on_request(pkt, &mut io);
+        (res, io.fatal)
     };
-    let busy = st.resp.recv.is_some() || st.resp.wctx.is_some();
-    if continues == pos.starts_message() || (pos.starts_message() && busy) {
-        if rc {
-            return Err(refuse(qp, st, psn, Nak::Invalid));
-        }
-        // UC: the message in progress is lost (its last packet never came);
-        // a packet that continues none belongs to a message lost before.
-        drop_message(st);
-        if !pos.starts_message() {
-            st.resp.epsn = psn.next();
-            return Err(Drop::Psn);
-        }
+    let (res, fatal) = fatal;
+    if let Some(held) = fatal {
+        // IBTA's class A and C errors, as rxe: the NAK went out, and the QP
+        // goes to ERR, which flushes every other receive (the one the
+        // responder held first) and the send queue.
+        super::flush_held(qp, held);
+        st.attr.state = crate::proto::qp::State::Err;
+        super::flush_all(qp, st);
     }
-    if matches!(op, Operation::Send | Operation::RdmaWrite)
-        && !resp::payload_len_ok(pos, pkt.payload.len(), st.path_mtu())
-    {
-        // Checked before anything is taken or written: a packet of the
-        // wrong size is an invalid request.
-        return Err(refuse(qp, st, psn, Nak::Length));
-    }
-    match execute(qp, st, pkt, rc) {
-        // A read response moved the expected PSN past the whole read.
-        Ok(()) if op == Operation::RdmaReadRequest => Ok(()),
-        Ok(()) => {
-            st.resp.epsn = psn.next();
-            if pos.ends_message() {
-                st.resp.msn = (st.resp.msn + 1) & 0x00ff_ffff;
-            }
-            // Atomics, Atomic Write and FLUSH answered themselves.
-            let answered = matches!(
-                op,
-                Operation::CompareSwap
-                    | Operation::FetchAdd
-                    | Operation::AtomicWrite
-                    | Operation::Flush
-            );
-            if rc && pkt.bth.ack_req && !answered {
-                send_ack(qp, st, psn, Syndrome::ACK);
-            }
-            Ok(())
-        }
-        Err(Nak::Rnr) => {
-            let timer = crate::proto::aeth::RnrTimer::from_code(st.attr.min_rnr_timer);
-            if let (true, Some(t)) = (rc, timer) {
-                qp.device().data().counters.event(Event::RespRnrNak);
-                send_ack(qp, st, psn, Syndrome::RnrNak(t));
-            }
-            Err(Drop::NoRecv)
-        }
-        Err(n) => Err(refuse(qp, st, psn, n)),
-    }
-}
-
-/// Executes a request packet at the expected PSN, in its place in the
-/// opcode sequence, if the QP takes its operation.
-fn execute(
-    qp: &Qp<Roxe>,
-    st: &mut QpState,
-    pkt: &Packet<'_>,
-    rc: bool,
-) -> core::result::Result<(), Nak> {
-    let access = st.attr.access_flags;
-    let op = pkt.opcode.operation();
-    // Reads and atomics take a responder resource; a QP that has none
-    // (`max_dest_rd_atomic` 0) takes none of them: an invalid request, as
-    // rxe answers it.
-    let needs_resource = matches!(
-        op,
-        Operation::RdmaReadRequest
-            | Operation::CompareSwap
-            | Operation::FetchAdd
-            | Operation::AtomicWrite
-            | Operation::Flush
-    );
-    let need = match op {
-        Operation::CompareSwap | Operation::FetchAdd => REMOTE_ATOMIC,
-        Operation::AtomicWrite => REMOTE_WRITE,
-        Operation::RdmaReadRequest => REMOTE_READ,
-        _ => 0,
-    };
-    match op {
-        _ if rc && needs_resource && st.attr.max_dest_rd_atomic == 0 => Err(Nak::Invalid),
-        _ if rc && access & need != need => Err(Nak::Access),
-        Operation::Send => recv::recv_send(qp, st, pkt),
-        Operation::RdmaWrite => recv::recv_write(qp, st, pkt, access),
-        Operation::CompareSwap | Operation::FetchAdd if rc => atomic::atomic(qp, st, pkt),
-        Operation::AtomicWrite if rc => atomic::atomic_write(qp, st, pkt),
-        // As with rxe, the QP must allow the placement type too.
-        Operation::Flush if rc => atomic::flush(qp, st, pkt, access),
-        Operation::RdmaReadRequest if rc => read::read_response(qp, st, pkt),
-        _ => Err(Nak::Invalid),
-    }
-}
-
-/// RC: a request from beyond the expected PSN (one before it was lost).
-/// The first such packet is NAKed with a PSN sequence error; the rest
-/// are dropped until the expected one comes.
-fn out_of_sequence(qp: &Qp<Roxe>, st: &mut QpState) {
-    if !st.resp.nak_sent {
-        st.resp.nak_sent = true;
-        qp.device().data().counters.event(Event::RespNakSeq);
-        let nak = Syndrome::Nak(NakCode::PsnSequenceError);
-        send_ack(qp, st, st.resp.epsn, nak);
-    }
-}
-
-/// RC: a duplicate request (its PSN is behind the expected one) is
-/// answered again. Reads are executed again, which only reads memory, and
-/// only for a request served before; atomics are replayed, never redone;
-/// other requests get the ACK of the last one received.
-fn duplicate(qp: &Qp<Roxe>, st: &mut QpState, pkt: &Packet<'_>) -> core::result::Result<(), Drop> {
-    match pkt.opcode.operation() {
-        Operation::RdmaReadRequest => read::replay_read(qp, st, pkt),
-        Operation::CompareSwap | Operation::FetchAdd => atomic::replay_atomic(qp, st, pkt),
-        Operation::AtomicWrite | Operation::Flush => atomic::replay_empty(qp, st, pkt.bth.psn),
-        _ => {
-            send_ack(qp, st, st.resp.epsn.wrapping_sub(1), Syndrome::ACK);
-            Err(Drop::Psn)
-        }
-    }
-}
-
-/// Why the responder refuses a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Nak {
-    /// No receive WQE: RNR NAK.
-    Rnr,
-    /// Invalid request (bad opcode sequence, an operation the QP does not
-    /// take).
-    Invalid,
-    /// Invalid request: a length that breaks the rules of
-    /// [`resp::payload_len_ok`] or [`resp::write_place`], a DMA length
-    /// over [`resp::MAX_DMA_LEN`], or a SEND longer than its receive
-    /// buffer. Counted apart from the others.
-    Length,
-    /// Remote access error (key, rights, bounds).
-    Access,
-    /// Remote operational error (the local write failed).
-    Operational,
-}
-
-/// UC: the message in progress is lost. Its receive WQE, if it took one,
-/// takes the next message, as if it had never been taken (IBTA's class D:
-/// the WQE is not completed).
-fn drop_message(st: &mut QpState) {
-    if let Some(p) = st.resp.recv.take() {
-        st.resp.recv_spare = Some(p.wqe);
-    }
-    st.resp.wctx = None;
-}
-
-/// Refuses the request at `psn` for reason `n` (not [`Nak::Rnr`]) and
-/// returns the drop it counts as.
-///
-/// RC (IBTA's class A and C errors, as rxe): NAKs it, completes the
-/// receive WQE of the message in progress with the matching error, and
-/// moves the QP to ERR, which flushes every other receive (and the send
-/// queue) with `IB_WC_WR_FLUSH_ERR`. UC sends nothing back: the message is
-/// lost and its receive WQE takes the next one ([`drop_message`]).
-fn refuse(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn, n: Nak) -> Drop {
-    let (code, status) = match n {
-        Nak::Invalid | Nak::Length | Nak::Rnr => (NakCode::InvalidRequest, WcStatus::RemInvReqErr),
-        Nak::Access => (NakCode::RemoteAccessError, WcStatus::RemAccessErr),
-        Nak::Operational => (NakCode::RemoteOperationalError, WcStatus::RemOpErr),
-    };
-    let drop = match n {
-        Nak::Length => Drop::Length,
-        Nak::Invalid => Drop::Invalid,
-        Nak::Rnr => Drop::NoRecv,
-        Nak::Access | Nak::Operational => Drop::Key,
-    };
-    if qp.data().qp_type != QpType::Rc {
-        drop_message(st);
-        return drop;
-    }
-    send_ack(qp, st, psn, Syndrome::Nak(code));
-    if let Some(p) = st.resp.recv.take() {
-        let mut cqe = recv_cqe(qp, p.wqe.wr_id(), WcOp::Recv, status, 0);
-        cqe.src_qp = st.attr.dest_qp_num;
-        push_recv(qp, cqe, true);
-    }
-    st.resp.wctx = None;
-    st.attr.state = State::Err;
-    super::flush_all(qp, st);
-    drop
-}
-
-/// Runs `f(mr, offset)` over `len` bytes at `va` through remote key `rkey`,
-/// asked for by `qp` (its PD, and its QPN for a type 2 window), if the key
-/// grants `need`.
-fn with_remote<R>(
-    qp: &Qp<Roxe>,
-    rkey: u32,
-    va: u64,
-    len: u32,
-    need: u32,
-    f: impl FnOnce(&keys::MrData, usize) -> core::result::Result<R, KeyError>,
-) -> core::result::Result<R, KeyError> {
-    let asker = keys::Asker {
-        pd: qp.pd_id(),
-        qpn: qp.qp_num(),
-    };
-    keys::with_rkey(&qp.device().data().mr_table, asker, rkey, va, len, need, f)
-}
-
-/// Whether remote key `rkey` grants `qp` the right `need` over `len` bytes
-/// at `va`.
-fn check_remote(
-    qp: &Qp<Roxe>,
-    rkey: u32,
-    va: u64,
-    len: u32,
-    need: u32,
-) -> core::result::Result<(), KeyError> {
-    with_remote(qp, rkey, va, len, need, |_, _| Ok(()))
+    res.map_err(drop_reason)
 }
