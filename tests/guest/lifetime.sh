@@ -58,8 +58,10 @@ for qp in --no-qp ""; do
 		pass "a process created 200 each of $what ($(cat /tmp/hog.ready))"
 		check_fails "rmmod is refused while the process holds the device" rmmod roxe
 		held=$(pins)
-		[ $((held - base)) -ge $((200 * 256)) ] && pass "its MRs pinned $((held - base)) pages" ||
-			fail "expected at least $((200 * 256)) pinned pages, have $((held - base))"
+		# The same margin of 16 as below for other users of FOLL_PIN (a pin
+		# held at the baseline may be gone by now); a missing MR is 256.
+		[ $((held - base)) -ge $((200 * 256 - 16)) ] && pass "its MRs pinned $((held - base)) pages" ||
+			fail "expected at least $((200 * 256 - 16)) pinned pages, have $((held - base))"
 		kill -9 $pid
 		wait $pid 2>/dev/null
 		# The counters are system-wide: other kernel users of FOLL_PIN (9p's
