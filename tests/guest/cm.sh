@@ -52,9 +52,19 @@ run_pair() {
 			fail "$name server (exit $rc): ${server[*]}"; tail -15 "$ROXE_OUT/$name-server.log" | sed 's/^/    /'
 		fi
 	elif roxe_wait "ready-$name" $((limit + 30)); then
-		local log=$ROXE_OUT/$name-client.log
-		rc=0
-		bounded "${client[@]}" >"$log" 2>&1 || rc=$?
+		local log=$ROXE_OUT/$name-client.log try
+		# A REJ for "invalid service ID" (reason 8) means the server's
+		# CM had no listener for the port yet; the server never saw the
+		# REQ and still waits, so the client may try again. Seen once in
+		# CI with ib_atomic_bw -R (which then crashed in librdmacm);
+		# perftest's own newer clients retry the same way.
+		for try in 1 2 3; do
+			rc=0
+			bounded "${client[@]}" >"$log" 2>&1 || rc=$?
+			[ $rc != 0 ] && grep -q 'RDMA_CM_EVENT_REJECTED; error: 8\.' "$log" || break
+			echo "$name: try $try rejected, no listener on the server yet; again in 2 s"
+			sleep 2
+		done
 		if [ $rc = 0 ]; then
 			pass "$name client: ${client[*]}"
 		elif [ "${client[0]}" = rping ] && [ $rc = 255 ] &&
