@@ -127,6 +127,9 @@ impl AhAttr {
 #[repr(C)]
 pub(crate) struct Ah<T: Driver> {
     ib: Opaque<bindings::ib_ah>,
+    /// The address vector as created, for `query_ah` (the MAD layer
+    /// matches a reply to its request by the request AH's source GID).
+    attr: AhAttr,
     data: T::Ah,
 }
 
@@ -175,10 +178,30 @@ impl<T: Driver> Ah<T> {
             };
             let data = <T::Ah as AhOps<T>>::create(dev, pd, &attr, sleepable, udata.as_ref())?;
             let this = ah.cast::<Self>();
-            // SAFETY: The container has room for `data` (`size_ib_ah`).
-            unsafe { addr_of_mut!((*this).data).write(data) };
+            // SAFETY: The container has room for both fields (`size_ib_ah`).
+            unsafe {
+                addr_of_mut!((*this).attr).write(attr);
+                addr_of_mut!((*this).data).write(data);
+            }
             Ok(0)
         })
+    }
+
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `query_ah` verb: `ah` is an AH that `create_cb` initialised and `out` is
+    /// valid and exclusive for the call.
+    pub(super) unsafe extern "C" fn query_cb(
+        ah: *mut bindings::ib_ah,
+        out: *mut bindings::rdma_ah_attr,
+    ) -> c_int {
+        let this = ah.cast::<Self>();
+        // SAFETY: `attr` was written by `create_cb` and is never changed.
+        let attr = unsafe { &(*this).attr };
+        // SAFETY: Per the function's contract.
+        attr.write_to(unsafe { &mut *out });
+        0
     }
 
     /// # Safety

@@ -104,7 +104,24 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     fn hw_counters(_dev: &Device<Self>, _out: &mut [u64]) {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
+
+    /// Looks at `mad`, a MAD for `port` that arrived on QP1 or that the
+    /// core built itself (the PMA's sysfs files), and writes a reply to
+    /// `out` if the driver answers it. Returns whether it did; a MAD it
+    /// leaves goes on to the core's agents.
+    fn process_mad(
+        _dev: &Device<Self>,
+        _port: u32,
+        _mad: &[u8; MAD_LEN],
+        _out: &mut [u8; MAD_LEN],
+    ) -> bool {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 }
+
+/// The size of an IB MAD (`struct ib_mad`), the only size roxe takes.
+pub(crate) const MAD_LEN: usize = 256;
+const _: () = assert!(size_of::<bindings::ib_mad>() == MAD_LEN);
 
 impl<T: Driver> Device<T> {
     /// The verbs of driver `T` for the RDMA core: every callback of the
@@ -154,6 +171,7 @@ impl<T: Driver> Device<T> {
         ops.create_ah = Some(Ah::<T>::create_cb);
         ops.create_user_ah = Some(Ah::<T>::create_cb);
         ops.destroy_ah = Some(Ah::<T>::destroy_cb);
+        ops.query_ah = Some(Ah::<T>::query_cb);
         ops.size_ib_ah = size_of::<Ah<T>>();
         ops.create_qp = Some(Qp::<T>::create_cb);
         ops.modify_qp = Some(Qp::<T>::modify_cb);
@@ -168,6 +186,9 @@ impl<T: Driver> Device<T> {
         if T::HAS_HW_COUNTERS && !T::HW_COUNTERS.is_empty() {
             ops.alloc_hw_port_stats = Some(Self::alloc_hw_port_stats_cb);
             ops.get_hw_stats = Some(Self::get_hw_stats_cb);
+        }
+        if T::HAS_PROCESS_MAD {
+            ops.process_mad = Some(Self::process_mad_cb);
         }
         ops.poll_cq = Some(Cq::<T>::poll_cb);
         ops.size_ib_qp = size_of::<Qp<T>>();
@@ -386,6 +407,46 @@ impl<T: Driver> Device<T> {
         }
         // CAST: at most MAX_HW_COUNTERS.
         n as c_int
+    }
+
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `process_mad` verb: `in_mad` points to a MAD of at least `MAD_LEN` bytes,
+    /// and `out_mad` to a separate buffer of `*out_mad_size` bytes, both valid for the call.
+    unsafe extern "C" fn process_mad_cb(
+        ib: *mut bindings::ib_device,
+        _flags: c_int,
+        port: u32,
+        _in_wc: *const bindings::ib_wc,
+        _in_grh: *const bindings::ib_grh,
+        in_mad: *const bindings::ib_mad,
+        out_mad: *mut bindings::ib_mad,
+        out_mad_size: *mut usize,
+        _out_mad_pkey_index: *mut u16,
+    ) -> c_int {
+        // CAST: small enum constants.
+        let pass = bindings::ib_mad_result_IB_MAD_RESULT_SUCCESS as c_int;
+        let reply = (bindings::ib_mad_result_IB_MAD_RESULT_SUCCESS
+            | bindings::ib_mad_result_IB_MAD_RESULT_REPLY) as c_int;
+        // SAFETY: The core passes a valid `out_mad_size`.
+        if in_mad.is_null() || out_mad.is_null() || unsafe { *out_mad_size } < MAD_LEN {
+            return pass;
+        }
+        // SAFETY: Callbacks only run for registered devices of `T`.
+        let dev = unsafe { Self::from_raw(ib) };
+        // SAFETY: `in_mad` points to a whole `ib_mad` (`MAD_LEN` bytes, checked at build time)
+        // that nobody writes during the call.
+        let mad = unsafe { &*in_mad.cast::<[u8; MAD_LEN]>() };
+        // SAFETY: `out_mad` has room for `MAD_LEN` bytes (checked above), is not `in_mad`, and
+        // is ours until we return.
+        let out = unsafe { &mut *out_mad.cast::<[u8; MAD_LEN]>() };
+        if !T::process_mad(dev, port, mad, out) {
+            return pass;
+        }
+        // SAFETY: As above; the reply is one whole MAD.
+        unsafe { *out_mad_size = MAD_LEN };
+        reply
     }
 
     /// Finds the registered device of driver `T` bound to `ndev`.

@@ -21,6 +21,7 @@ pub mod icrc;
 pub mod ip;
 pub mod mtu;
 pub mod opcode;
+pub mod pma;
 pub mod psn;
 pub mod qp;
 pub mod recent;

@@ -6,6 +6,7 @@
 //! module depends on none of them.
 
 use crate::proto::headers::ParseError;
+use crate::proto::pma;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::c_str;
 use kernel::str::CStr;
@@ -56,9 +57,20 @@ pub(crate) enum Event {
     /// dropped them (rxe's `send_err`). The engines treat them as lost on
     /// the wire: RC sends them again after a NAK or the retry timeout.
     TxErr,
+    /// Octets in the packets counted by `TxPackets`, BTH to ICRC.
+    TxBytes,
+    /// RoCE packets the receive hook took in, good or bad (every packet
+    /// that reached the port, and could be read, counts here).
+    RxPackets,
+    /// Octets in the packets counted by `RxPackets`, BTH to ICRC.
+    RxBytes,
+    /// Of `TxPackets`, those sent to a multicast group.
+    TxMulticast,
+    /// Of `RxPackets`, those sent to a multicast group.
+    RxMulticast,
 }
 
-const EVENTS: usize = 18;
+const EVENTS: usize = 23;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -85,6 +97,11 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("resp_tx_rnr_nak"),
     c_str!("tx_packets"),
     c_str!("tx_err"),
+    c_str!("tx_bytes"),
+    c_str!("rx_packets"),
+    c_str!("rx_bytes"),
+    c_str!("tx_multicast_packets"),
+    c_str!("rx_multicast_packets"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),
@@ -107,23 +124,65 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
 /// A device's packet counters.
 pub(crate) struct Counters {
     c: [AtomicU64; COUNT],
+    /// Where each PMA counter last started from zero (a PMA `Set`). Only
+    /// the PMA's view restarts; `hw_counters` keeps counting.
+    pma_base: [AtomicU64; pma::FIELDS],
 }
 
 impl Counters {
     pub(crate) fn new() -> Self {
         Self {
             c: [const { AtomicU64::new(0) }; COUNT],
+            pma_base: [const { AtomicU64::new(0) }; pma::FIELDS],
+        }
+    }
+
+    fn add_at(&self, i: usize, n: u64) {
+        if let Some(c) = self.c.get(i) {
+            c.fetch_add(n, Ordering::Relaxed);
         }
     }
 
     fn bump(&self, i: usize) {
-        if let Some(c) = self.c.get(i) {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
+        self.add_at(i, 1);
+    }
+
+    fn get(&self, e: Event) -> u64 {
+        self.c
+            .get(e as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     pub(crate) fn event(&self, e: Event) {
         self.bump(e as usize);
+    }
+
+    /// Adds `n` to the count of `e` (the byte counters).
+    pub(crate) fn add(&self, e: Event, n: u64) {
+        self.add_at(e as usize, n);
+    }
+
+    /// The PMA's counters since the port came up, before any `Set`.
+    fn pma_raw(&self) -> pma::Values {
+        let parse: u64 = (EVENTS..EVENTS + PARSE)
+            .filter_map(|i| self.c.get(i))
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum();
+        let (tx, rx) = (self.get(Event::TxPackets), self.get(Event::RxPackets));
+        let (tx_mc, rx_mc) = (self.get(Event::TxMulticast), self.get(Event::RxMulticast));
+        let mut v = [0; pma::FIELDS];
+        v[pma::Field::XmitBytes as usize] = self.get(Event::TxBytes);
+        v[pma::Field::RcvBytes as usize] = self.get(Event::RxBytes);
+        v[pma::Field::XmitPkts as usize] = tx;
+        v[pma::Field::RcvPkts as usize] = rx;
+        v[pma::Field::UnicastXmitPkts as usize] = tx.saturating_sub(tx_mc);
+        v[pma::Field::UnicastRcvPkts as usize] = rx.saturating_sub(rx_mc);
+        v[pma::Field::MulticastXmitPkts as usize] = tx_mc;
+        v[pma::Field::MulticastRcvPkts as usize] = rx_mc;
+        v[pma::Field::RcvErrors as usize] =
+            self.get(Event::RxBadIcrc) + self.get(Event::RxBadIp) + parse;
+        v[pma::Field::XmitDiscards as usize] = self.get(Event::TxErr);
+        v
     }
 
     pub(crate) fn parse(&self, e: ParseError) {
@@ -140,6 +199,29 @@ impl Counters {
     pub(crate) fn read(&self, out: &mut [u64]) {
         for (o, c) in out.iter_mut().zip(self.c.iter()) {
             *o = c.load(Ordering::Relaxed);
+        }
+    }
+}
+
+/// The port's Performance Management Agent reads and clears these.
+impl pma::Port for Counters {
+    fn values(&self) -> pma::Values {
+        let raw = self.pma_raw();
+        core::array::from_fn(|i| {
+            let base = self
+                .pma_base
+                .get(i)
+                .map_or(0, |b| b.load(Ordering::Relaxed));
+            raw[i].wrapping_sub(base)
+        })
+    }
+
+    fn clear(&self, which: pma::FieldSet) {
+        let raw = self.pma_raw();
+        for (i, b) in self.pma_base.iter().enumerate() {
+            if which.0 & 1 << i != 0 {
+                b.store(raw[i], Ordering::Relaxed);
+            }
         }
     }
 }

@@ -37,6 +37,7 @@ mod proto {
     pub(crate) mod ip;
     pub(crate) mod mtu;
     pub(crate) mod opcode;
+    pub(crate) mod pma;
     pub(crate) mod psn;
     pub(crate) mod qp;
     pub(crate) mod recent;

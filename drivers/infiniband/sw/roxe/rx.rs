@@ -92,6 +92,13 @@ impl Receive for Rx {
             c.event(Event::RxBadIp);
             return;
         };
+        let mcast_ip = ip::gids(ip_hdr).is_some_and(|(_, d)| ip::is_multicast(&d));
+        c.event(Event::RxPackets);
+        // CAST: a packet's length.
+        c.add(Event::RxBytes, roce.len() as u64);
+        if mcast_ip {
+            c.event(Event::RxMulticast);
+        }
         let pkt = match headers::parse(roce) {
             Ok(p) => p,
             Err(e) => {
@@ -126,7 +133,6 @@ impl Receive for Rx {
         // a local socket looped back (roxe's own copies to local members
         // come as sent to this host: `Route::send`).
         let mcast_qpn = pkt.bth.dest_qpn == crate::mcast::MULTICAST_QPN;
-        let mcast_ip = ip::gids(ip_hdr).is_some_and(|(_, d)| ip::is_multicast(&d));
         let frame_ok = to_host || (mcast_qpn && multicast_frame);
         let res = if mcast_qpn != mcast_ip || !frame_ok {
             Some(Err(Drop::Address))

@@ -94,16 +94,26 @@ impl Path {
         fill: impl FnOnce(&mut [u8]) -> bool,
         rxe_flush: bool,
     ) -> Result {
-        let res = self.build_and_send(sport, bth, ext, payload_len, fill, rxe_flush);
-        match res {
-            Ok(()) => counters.event(Event::TxPackets),
+        match self.build_and_send(sport, bth, ext, payload_len, fill, rxe_flush) {
+            Ok(roce_len) => {
+                counters.event(Event::TxPackets);
+                // CAST: a packet's length.
+                counters.add(Event::TxBytes, roce_len as u64);
+                if ip::is_multicast(&self.dst) {
+                    counters.event(Event::TxMulticast);
+                }
+                Ok(())
+            }
             // `fill` refused the packet (a local error the caller reports).
-            Err(e) if e == EIO => {}
-            Err(_) => counters.event(Event::TxErr),
+            Err(e) if e == EIO => Err(e),
+            Err(e) => {
+                counters.event(Event::TxErr);
+                Err(e)
+            }
         }
-        res
     }
 
+    /// Builds and sends one packet; returns its RoCE length (BTH to ICRC).
     fn build_and_send(
         &self,
         sport: u16,
@@ -112,7 +122,7 @@ impl Path {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]) -> bool,
         rxe_flush: bool,
-    ) -> Result {
+    ) -> Result<usize> {
         let opcode = Opcode::from_u8(bth.opcode).ok_or(EINVAL)?;
         let roce_len = headers::packet_len(opcode, payload_len).ok_or(EINVAL)?;
         let v6 = self.route.is_ipv6();
@@ -183,7 +193,8 @@ impl Path {
                 buf[ip_len + 6..ip_len + 8].copy_from_slice(&sum.to_be_bytes());
             }
             true
-        })
+        })?;
+        Ok(roce_len)
     }
 }
 

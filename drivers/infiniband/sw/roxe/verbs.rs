@@ -23,7 +23,9 @@ use crate::rdma::attr::{
     DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP,
 };
 use crate::rdma::cq::{Cq, CqInit, CqOps, Notify, Wc};
-use crate::rdma::device::{Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN};
+use crate::rdma::device::{
+    Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN, MAD_LEN,
+};
 use crate::rdma::link::LinkOps;
 use crate::rdma::mr::{Mr, MrInfo, MrOps, Rereg, UserMrArgs};
 use crate::rdma::mw::{MwOps, MwType};
@@ -84,6 +86,17 @@ impl Driver for Roxe {
 
     fn hw_counters(dev: &Device<Self>, out: &mut [u64]) {
         dev.data().counters.read(out);
+    }
+
+    fn process_mad(
+        dev: &Device<Self>,
+        port: u32,
+        mad: &[u8; MAD_LEN],
+        out: &mut [u8; MAD_LEN],
+    ) -> bool {
+        // One port: any other number is refused by the agent (PortSelect).
+        let port = u8::try_from(port).unwrap_or(0);
+        crate::proto::pma::process(mad, port, &dev.data().counters, out)
     }
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
