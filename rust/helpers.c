@@ -20,7 +20,14 @@
 #include <net/ipv6.h>
 #include <net/ipv6_stubs.h>
 #include <net/addrconf.h>
+#include <net/net_namespace.h>
+#include <net/netns/generic.h>
+#include <linux/rtnetlink.h>
+#include <linux/xarray.h>
 #include "helpers.h"
+
+/* IANA's port for RoCEv2 (IBTA Annex A17). */
+#define ROXE_ROCE_PORT 4791
 
 struct net_device *roxe_netdev_notifier_info_to_dev(void *info)
 {
@@ -224,28 +231,45 @@ void roxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
 }
 
 /*
- * The tunnel sockets, IPv4 and IPv6, as roxe's multicast is sent (set while
- * they are open: from module load to unload, when no device exists).
+ * RoCEv2 sockets per network namespace. Each namespace has, in its pernet
+ * storage, the set of its netdevs that carry a roxe device (by ifindex) and,
+ * while that set is not empty, roxe's two UDP sockets on port 4791 there
+ * (IPv4 and IPv6). Attaching and detaching a netdev happen under RTNL,
+ * which also keeps dev_net() of a netdev we hold stable. The namespace's
+ * exit closes what is left: it runs after every netdev of the namespace is
+ * gone, and the netdev notifier has detached each on its way out.
  */
-static struct sock *roxe_tx_sk[2];
+struct roxe_net {
+	struct socket *sock[2];		/* IPv4, IPv6; NULL when closed */
+	struct sock __rcu *tx_sk[2];	/* their socks, for multicast sends */
+	struct xarray users;		/* ifindex -> netdev */
+};
 
-/* Opens a kernel UDP socket on @port in init_net with @rcv as its encap hook. */
-int roxe_udp_tunnel_open(u16 port, bool ipv6, roxe_encap_rcv_t rcv, struct socket **out)
+static unsigned int roxe_net_id;
+static roxe_encap_rcv_t roxe_net_rcv;
+static bool roxe_net_registered;
+
+static struct roxe_net *roxe_net(struct net *net)
+{
+	return net_generic(net, roxe_net_id);
+}
+
+static int roxe_sock_open(struct net *net, bool ipv6, struct socket **out)
 {
 	struct udp_port_cfg ucfg = {
 		.family = ipv6 ? AF_INET6 : AF_INET,
 		.ipv6_v6only = ipv6,
-		.local_udp_port = htons(port),
+		.local_udp_port = htons(ROXE_ROCE_PORT),
 	};
 	struct udp_tunnel_sock_cfg tcfg = {
 		.encap_type = 1,
-		.encap_rcv = rcv,
+		.encap_rcv = roxe_net_rcv,
 	};
-	int err = udp_sock_create(&init_net, &ucfg, out);
+	int err = udp_sock_create(net, &ucfg, out);
 
 	if (err)
 		return err;
-	setup_udp_tunnel_sock(&init_net, *out, &tcfg);
+	setup_udp_tunnel_sock(net, *out, &tcfg);
 	/*
 	 * roxe sends its multicast as this socket, with the IP layer's
 	 * loopback of multicast off: roxe delivers its own copy to local
@@ -256,19 +280,130 @@ int roxe_udp_tunnel_open(u16 port, bool ipv6, roxe_encap_rcv_t rcv, struct socke
 		inet6_clear_bit(MC6_LOOP, (*out)->sk);
 	else
 		inet_clear_bit(MC_LOOP, (*out)->sk);
-	WRITE_ONCE(roxe_tx_sk[ipv6], (*out)->sk);
 	return 0;
 }
 
-/* Closes the socket and waits until no receive hook can still be running. */
-void roxe_udp_tunnel_close(struct socket *sock)
+/* Closes @rn's sockets: no sender sees them after the first grace period,
+ * no receive hook runs after the second. */
+static void roxe_net_close(struct roxe_net *rn)
 {
-	if (READ_ONCE(roxe_tx_sk[0]) == sock->sk)
-		WRITE_ONCE(roxe_tx_sk[0], NULL);
-	if (READ_ONCE(roxe_tx_sk[1]) == sock->sk)
-		WRITE_ONCE(roxe_tx_sk[1], NULL);
-	udp_tunnel_sock_release(sock);
+	int i;
+
+	for (i = 0; i < 2; i++)
+		RCU_INIT_POINTER(rn->tx_sk[i], NULL);
 	synchronize_net();
+	for (i = 0; i < 2; i++) {
+		if (rn->sock[i])
+			udp_tunnel_sock_release(rn->sock[i]);
+		rn->sock[i] = NULL;
+	}
+	synchronize_net();
+}
+
+static int __net_init roxe_net_init(struct net *net)
+{
+	xa_init(&roxe_net(net)->users);
+	return 0;
+}
+
+static void __net_exit roxe_net_exit(struct net *net)
+{
+	struct roxe_net *rn = roxe_net(net);
+
+	if (rn->sock[0] || rn->sock[1])
+		roxe_net_close(rn);
+	xa_destroy(&rn->users);
+}
+
+static struct pernet_operations roxe_net_ops = {
+	.init = roxe_net_init,
+	.exit = roxe_net_exit,
+	.id = &roxe_net_id,
+	.size = sizeof(struct roxe_net),
+};
+
+int roxe_net_register(roxe_encap_rcv_t rcv)
+{
+	int err;
+
+	roxe_net_rcv = rcv;
+	err = register_pernet_subsys(&roxe_net_ops);
+	if (!err)
+		WRITE_ONCE(roxe_net_registered, true);
+	return err;
+}
+
+void roxe_net_unregister(void)
+{
+	WRITE_ONCE(roxe_net_registered, false);
+	unregister_pernet_subsys(&roxe_net_ops);
+}
+
+/*
+ * Counts @ndev, in its namespace, as carrying a roxe device, opening the
+ * namespace's sockets for the first. RTNL held; @ndev held by the caller.
+ */
+int roxe_net_attach(struct net_device *ndev)
+{
+	struct net *net = dev_net(ndev);
+	struct roxe_net *rn;
+	bool first;
+	int err;
+
+	ASSERT_RTNL();
+	if (!READ_ONCE(roxe_net_registered) || ndev->reg_state != NETREG_REGISTERED)
+		return -ENODEV;
+	rn = roxe_net(net);
+	first = xa_empty(&rn->users);
+	if (first) {
+		err = roxe_sock_open(net, false, &rn->sock[0]);
+		if (err)
+			return err;
+		err = roxe_sock_open(net, true, &rn->sock[1]);
+		if (err) {
+			udp_tunnel_sock_release(rn->sock[0]);
+			rn->sock[0] = NULL;
+			synchronize_net();
+			return err;
+		}
+		rcu_assign_pointer(rn->tx_sk[0], rn->sock[0]->sk);
+		rcu_assign_pointer(rn->tx_sk[1], rn->sock[1]->sk);
+	}
+	err = xa_insert(&rn->users, ndev->ifindex, ndev, GFP_KERNEL);
+	if (err && first)
+		roxe_net_close(rn);
+	return err;
+}
+
+/*
+ * Stops counting @ndev in its namespace, closing the namespace's sockets
+ * with the last. Does nothing for a netdev that is not counted there (never
+ * attached, or detached already). RTNL held; @ndev held by the caller or by
+ * the notifier chain.
+ */
+void roxe_net_detach(struct net_device *ndev)
+{
+	struct roxe_net *rn;
+
+	ASSERT_RTNL();
+	if (!READ_ONCE(roxe_net_registered))
+		return;
+	rn = roxe_net(dev_net(ndev));
+	if (xa_load(&rn->users, ndev->ifindex) != ndev)
+		return;
+	xa_erase(&rn->users, ndev->ifindex);
+	if (xa_empty(&rn->users))
+		roxe_net_close(rn);
+}
+
+void roxe_rtnl_lock(void)
+{
+	rtnl_lock();
+}
+
+void roxe_rtnl_unlock(void)
+{
+	rtnl_unlock();
 }
 
 struct net_device *roxe_skb_dev(struct sk_buff *skb)
@@ -401,8 +536,12 @@ int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
 	skb->ip_summed = CHECKSUM_NONE;
 	skb_dst_set(skb, dst_clone(dst));
 	skb->dev = dst->dev;
+	/* The namespace's socket is read, and used, inside one RCU section:
+	 * roxe_net_close waits for it before it frees the socket. */
+	rcu_read_lock();
 	if (roxe_tx_multicast(skb, ipv6)) {
-		sk = READ_ONCE(roxe_tx_sk[ipv6]);
+		if (READ_ONCE(roxe_net_registered))
+			sk = rcu_dereference(roxe_net(dev_net(dst->dev))->tx_sk[ipv6]);
 		if (roxe_tx_to_local_group(dst, ipv6))
 			copy = skb_copy(skb, GFP_ATOMIC);
 	}
@@ -413,6 +552,7 @@ int roxe_tx_send(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
 		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
 		rc = ip_local_out(dev_net(dst->dev), sk, skb);
 	}
+	rcu_read_unlock();
 	if (copy) {
 		skb_dst_drop(copy);
 		roxe_tx_loopback(copy, dst, dst->dev);

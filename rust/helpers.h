@@ -52,8 +52,12 @@ unsigned long roxe_spin_lock_irqsave(spinlock_t *lock);
 void roxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
 
 typedef int (*roxe_encap_rcv_t)(struct sock *sk, struct sk_buff *skb);
-int roxe_udp_tunnel_open(u16 port, bool ipv6, roxe_encap_rcv_t rcv, struct socket **out);
-void roxe_udp_tunnel_close(struct socket *sock);
+int roxe_net_register(roxe_encap_rcv_t rcv);
+void roxe_net_unregister(void);
+int roxe_net_attach(struct net_device *ndev);
+void roxe_net_detach(struct net_device *ndev);
+void roxe_rtnl_lock(void);
+void roxe_rtnl_unlock(void);
 
 struct net_device *roxe_skb_dev(struct sk_buff *skb);
 int roxe_skb_linear_udp(struct sk_buff *skb, const u8 **ip, unsigned int *ip_len,

@@ -2,7 +2,7 @@
 
 //! The netdev notifier chain (`register_netdevice_notifier`).
 
-use super::NetDevice;
+use super::{NetDevice, Rtnl};
 use crate::bindings;
 use core::pin::Pin;
 use kernel::alloc::{flags::GFP_KERNEL, KBox};
@@ -43,9 +43,9 @@ impl Event {
 
 /// Receives netdev events.
 pub(crate) trait Handler: Send + Sync + 'static {
-    /// Called for every event on every network device, in process context
-    /// with RTNL held.
-    fn event(&self, event: Event, dev: &NetDevice);
+    /// Called for every event on every network device, of every network
+    /// namespace, in process context with RTNL held.
+    fn event(&self, event: Event, dev: &NetDevice, rtnl: &Rtnl);
 }
 
 #[repr(C)]
@@ -121,7 +121,9 @@ impl<T: Handler> Registration<T> {
         }
         // SAFETY: The notifier holds the device alive for the callback.
         let dev = unsafe { NetDevice::from_raw(raw) };
-        inner.handler.event(Event::from_raw(event), dev);
+        // SAFETY: The netdev notifier chain is called with RTNL held.
+        let rtnl = unsafe { Rtnl::assume_held() };
+        inner.handler.event(Event::from_raw(event), dev, &rtnl);
         bindings::NOTIFY_OK as c_int
     }
 }

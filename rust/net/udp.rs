@@ -3,6 +3,7 @@
 //! The UDP tunnel socket that receives RoCEv2 packets.
 
 use super::skb::RxSkb;
+use super::{NetDevice, Rtnl};
 use crate::bindings;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -16,38 +17,28 @@ pub(crate) trait Receive {
     fn receive(skb: RxSkb);
 }
 
-/// A kernel UDP socket in the initial network namespace whose datagrams go
-/// to `H::receive` instead of a socket queue. Closed on drop.
+/// roxe's RoCEv2 sockets in every network namespace (`roxe_net_*` in
+/// `helpers.c`): a namespace has its two sockets on the RoCEv2 port (IPv4
+/// and IPv6) while at least one of its netdevs is attached
+/// ([`attach`]), and their datagrams go to `H::receive` instead of a
+/// socket queue. Dropping the registration closes every namespace's
+/// sockets and waits for receive hooks still running.
 ///
 /// # Invariants
 ///
-/// `sock` is a socket set up by `roxe_udp_tunnel_open` and not yet closed.
-pub(crate) struct TunnelSocket<H: Receive> {
-    sock: NonNull<bindings::socket>,
+/// The pernet operations are registered, with `H`'s hook, until `drop`.
+pub(crate) struct NetSockets<H: Receive> {
     _h: PhantomData<H>,
 }
 
-// SAFETY: The socket is only closed, once, from `drop`; the kernel
-// serialises its own use of it.
-unsafe impl<H: Receive> Send for TunnelSocket<H> {}
-// SAFETY: No method reads or writes through `&self`.
-unsafe impl<H: Receive> Sync for TunnelSocket<H> {}
-
-impl<H: Receive> TunnelSocket<H> {
-    /// Binds UDP `port` (IPv4, or IPv6 only when `ipv6`).
-    pub(crate) fn open(port: u16, ipv6: bool) -> Result<Self> {
-        let mut sock: *mut bindings::socket = core::ptr::null_mut();
-        // SAFETY: `encap_rcv` has the signature the UDP layer calls; `sock`
-        // is a valid out-pointer.
-        to_result(unsafe {
-            bindings::roxe_udp_tunnel_open(port, ipv6, Some(Self::encap_rcv), &mut sock)
-        })?;
-        // INVARIANT: the call succeeded, so `sock` is an open tunnel socket.
-        let sock = NonNull::new(sock).ok_or(kernel::error::code::EINVAL)?;
-        Ok(Self {
-            sock,
-            _h: PhantomData,
-        })
+impl<H: Receive> NetSockets<H> {
+    /// Registers the per-namespace state. Only one registration may exist
+    /// at a time (the state is the module's).
+    pub(crate) fn register() -> Result<Self> {
+        // SAFETY: `encap_rcv` has the signature the UDP layer calls.
+        to_result(unsafe { bindings::roxe_net_register(Some(Self::encap_rcv)) })?;
+        // INVARIANT: registered above.
+        Ok(Self { _h: PhantomData })
     }
 
     /// # Safety
@@ -65,11 +56,28 @@ impl<H: Receive> TunnelSocket<H> {
     }
 }
 
-impl<H: Receive> Drop for TunnelSocket<H> {
+impl<H: Receive> Drop for NetSockets<H> {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant the socket is open; this closes it
-        // and waits for receive hooks still running on other CPUs, so the
-        // module's code is not left in use.
-        unsafe { bindings::roxe_udp_tunnel_close(self.sock.as_ptr()) };
+        // SAFETY: Registered (type invariant). This runs every namespace's
+        // exit, which closes its sockets and waits for running hooks, so
+        // the module's code is not left in use.
+        unsafe { bindings::roxe_net_unregister() };
     }
+}
+
+/// Counts `ndev` as carrying a device in its namespace, opening the
+/// namespace's sockets for the first one. Fails with `ENODEV` if `ndev` is
+/// not registered (or no [`NetSockets`] is), and with the socket's error,
+/// such as `EADDRINUSE` when another driver holds the port there.
+pub(crate) fn attach(ndev: &NetDevice, _rtnl: &Rtnl) -> Result {
+    // SAFETY: `ndev` is valid and held for the call; RTNL is held (the
+    // token says so), as the helper requires.
+    to_result(unsafe { bindings::roxe_net_attach(ndev.as_raw()) })
+}
+
+/// Stops counting `ndev` in its namespace; the last one closes the
+/// namespace's sockets. Nothing happens for a netdev not attached there.
+pub(crate) fn detach(ndev: &NetDevice, _rtnl: &Rtnl) {
+    // SAFETY: As in `attach`.
+    unsafe { bindings::roxe_net_detach(ndev.as_raw()) };
 }

@@ -8,10 +8,12 @@
 
 use crate::keys;
 use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_MR, MAX_MW, MAX_PD, MAX_QP, MAX_SRQ};
+use crate::net::{NetDevice, Rtnl};
 use crate::rdma::device::ParentDevice;
 use crate::table::{QpIndex, Table};
 use core::sync::atomic::AtomicBool;
 use kernel::prelude::*;
+use kernel::types::ARef;
 
 /// The roxe driver.
 pub(crate) struct Roxe;
@@ -54,6 +56,11 @@ pub(crate) struct RoxeDev {
     /// `/sys/devices/roxe-if<ifindex>`, the device's parent in sysfs, with a
     /// `net/<ifname>` link to the netdev.
     parent: Option<ParentDevice>,
+    /// The netdev, held until the device's data goes.
+    ndev: ARef<NetDevice>,
+    /// Whether this device attached its netdev to its namespace's RoCEv2
+    /// sockets ([`crate::net::udp::attach`]); it detaches when it goes.
+    attached: AtomicBool,
 }
 
 // The core destroys every object of a device before its data goes, and
@@ -85,6 +92,13 @@ impl PinnedDrop for RoxeDev {
                 );
             }
         }
+        // The last device of a namespace closes its sockets. A netdev that
+        // left the namespace (or is leaving it) was detached by the
+        // notifier already, and this does nothing.
+        if self.attached.load(core::sync::atomic::Ordering::Acquire) {
+            let rtnl = Rtnl::lock();
+            crate::net::udp::detach(&self.ndev, &rtnl);
+        }
     }
 }
 
@@ -94,7 +108,9 @@ impl RoxeDev {
     pub(crate) fn new(
         node_guid: [u8; 8],
         parent: Option<ParentDevice>,
+        ndev: &NetDevice,
     ) -> impl PinInit<Self, Error> {
+        let ndev = ARef::from(ndev);
         try_pin_init!(RoxeDev {
             node_guid,
             pds: Budget::new(MAX_PD),
@@ -115,7 +131,19 @@ impl RoxeDev {
             mws: Budget::new(MAX_MW),
             mcast <- crate::mcast::Groups::new(),
             parent,
+            ndev,
+            attached: AtomicBool::new(false),
         }? Error)
+    }
+
+    /// Attaches the device's netdev to the RoCEv2 sockets of its network
+    /// namespace, opening them if it is the first there.
+    pub(crate) fn attach_sockets(&self) -> Result {
+        let rtnl = Rtnl::lock();
+        crate::net::udp::attach(&self.ndev, &rtnl)?;
+        self.attached
+            .store(true, core::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     /// The node GUID (the netdev's EUI-64).

@@ -5,7 +5,7 @@
 use crate::device::Roxe;
 use crate::limits::PORT;
 use crate::net::notifier::{Event, Handler};
-use crate::net::NetDevice;
+use crate::net::{NetDevice, Rtnl};
 use crate::rdma::device::{Device, PortEvent};
 use kernel::prelude::*;
 
@@ -13,7 +13,15 @@ use kernel::prelude::*;
 pub(crate) struct Events;
 
 impl Handler for Events {
-    fn event(&self, event: Event, ndev: &NetDevice) {
+    fn event(&self, event: Event, ndev: &NetDevice, rtnl: &Rtnl) {
+        // A netdev leaving its namespace (unregistered, or moved to
+        // another) stops counting there at once, whatever becomes of its
+        // device: the namespace's sockets close with the last one. This
+        // runs for every netdev, even one whose roxe device is already
+        // being unregistered and can no longer be looked up.
+        if event == Event::Unregister {
+            crate::net::udp::detach(ndev, rtnl);
+        }
         let Some(dev) = Device::<Roxe>::get_by_netdev(ndev) else {
             return;
         };

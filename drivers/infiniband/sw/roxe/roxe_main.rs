@@ -106,48 +106,32 @@ module! {
 struct RoxeModule {
     // Fields drop in declaration order, which is the teardown order:
     // 1. stop `rdma link add` from creating devices;
-    // 2. unregister every roxe device (this waits for each to finish);
-    // 3. close the RoCEv2 sockets (after the devices, so no packet finds a
-    //    half-torn-down device; closing waits for running receive hooks);
-    // 4. stop listening to netdev events, which only matter while devices exist.
+    // 2. unregister every roxe device (this waits for each to finish; each
+    //    detaches its netdev, closing its namespace's sockets with the last);
+    // 3. stop listening to netdev events, which only matter while devices
+    //    exist (the handler detaches netdevs, so it must go before 4);
+    // 4. close whatever RoCEv2 sockets are left in any namespace, waiting
+    //    for running receive hooks.
     _link: rdma::link::Registration<verbs::Link>,
     _devices: rdma::device::DriverRegistration<device::Roxe>,
-    _sock6: net::udp::TunnelSocket<rx::Rx>,
-    _sock4: net::udp::TunnelSocket<rx::Rx>,
     _notifier: net::notifier::Registration<netevent::Events>,
-}
-
-/// Opens the RoCEv2 port, saying clearly when another driver holds it.
-fn open_port(ipv6: bool) -> Result<net::udp::TunnelSocket<rx::Rx>> {
-    net::udp::TunnelSocket::open(proto::udp::ROCE_V2_PORT, ipv6).inspect_err(|e| {
-        let family = if ipv6 { "IPv6" } else { "IPv4" };
-        if e.to_errno() == -(kernel::bindings::EADDRINUSE as i32) {
-            pr_err!(
-                "UDP port {} ({}) is taken: is rdma_rxe loaded? Only one RoCEv2 driver can run per host\n",
-                proto::udp::ROCE_V2_PORT,
-                family
-            );
-        } else {
-            pr_err!("cannot open UDP port {} ({}): {:?}\n", proto::udp::ROCE_V2_PORT, family, e);
-        }
-    })
+    _sockets: net::udp::NetSockets<rx::Rx>,
 }
 
 impl kernel::Module for RoxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        // Set up in the reverse of the teardown order.
+        // Set up in the reverse of the teardown order. No socket opens
+        // here: a namespace gets its own with its first device.
+        let sockets = net::udp::NetSockets::register()?;
         let notifier = net::notifier::Registration::new(netevent::Events)?;
-        let sock4 = open_port(false)?;
-        let sock6 = open_port(true)?;
         let devices = rdma::device::DriverRegistration::new();
         let link = rdma::link::Registration::new()?;
         pr_info!("loaded (uverbs ABI {})\n", uapi::UVERBS_ABI_VERSION);
         Ok(Self {
             _link: link,
             _devices: devices,
-            _sock6: sock6,
-            _sock4: sock4,
             _notifier: notifier,
+            _sockets: sockets,
         })
     }
 }

@@ -454,11 +454,34 @@ impl LinkOps for Link {
                 None
             }
         };
-        let mut new =
-            NewDevice::<Roxe>::new(&crate::THIS_MODULE, &info, RoxeDev::new(node_guid, parent))?;
+        let mut new = NewDevice::<Roxe>::new(
+            &crate::THIS_MODULE,
+            &info,
+            RoxeDev::new(node_guid, parent, ndev),
+        )?;
         if let Some(p) = new.data().parent() {
             new.set_parent(p);
         }
+        // The RoCEv2 sockets of the netdev's namespace (opened with its
+        // first device). If this fails, dropping `new` detaches again.
+        new.data().attach_sockets().inspect_err(|e| {
+            if e.to_errno() == -(kernel::bindings::EADDRINUSE as i32) {
+                pr_err!(
+                    "{}: UDP port {} is taken in {}'s network namespace: is rdma_rxe using it? Only one RoCEv2 driver can serve a namespace\n",
+                    name,
+                    crate::proto::udp::ROCE_V2_PORT,
+                    ndev.name()
+                );
+            } else {
+                pr_err!(
+                    "{}: cannot open UDP port {} for {} ({:?})\n",
+                    name,
+                    crate::proto::udp::ROCE_V2_PORT,
+                    ndev.name(),
+                    e
+                );
+            }
+        })?;
         new.set_netdev(ndev, PORT)?;
         new.register(name)?;
         pr_info!(
