@@ -143,6 +143,7 @@ impl<T: Driver> Device<T> {
         ops.alloc_ucontext = Some(Self::alloc_ucontext_cb);
         ops.dealloc_ucontext = Some(Self::dealloc_ucontext_cb);
         ops.dealloc_driver = Some(Self::dealloc_driver_cb);
+        ops.disassociate_ucontext = Some(Self::disassociate_ucontext_cb);
         ops.size_ib_ucontext = size_of::<bindings::ib_ucontext>();
         ops.mmap = Some(super::shared::mmap_cb);
         ops.mmap_free = Some(super::shared::mmap_free_cb);
@@ -448,6 +449,24 @@ impl<T: Driver> Device<T> {
         unsafe { *out_mad_size = MAD_LEN };
         reply
     }
+
+    /// The `disassociate_ucontext` verb: the device is going (unregistered,
+    /// or moved to another network namespace) while a process still has it
+    /// open. Before this the core has destroyed every object of the context
+    /// through the driver's own verbs, and zapped the mappings it tracks.
+    /// The only memory this abstraction maps to user space is
+    /// `SharedMem`'s, mapped with `remap_vmalloc_range`: the page tables
+    /// hold those pages, so the process keeps stale pages the kernel no
+    /// longer reads, and nothing of the driver. There is nothing left to
+    /// do. Having the verb lets the core unregister a device (and unload
+    /// the module) without waiting for the process, and move the device
+    /// between network namespaces (`rdma dev set ... netns`).
+    ///
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type.
+    unsafe extern "C" fn disassociate_ucontext_cb(_ctx: *mut bindings::ib_ucontext) {}
 
     /// Finds the registered device of driver `T` bound to `ndev`.
     pub(crate) fn get_by_netdev(ndev: &NetDevice) -> Option<ARef<Self>> {

@@ -117,4 +117,71 @@ if wait_for 30 nodev; then pass "both roxe devices went with their namespaces"; 
 check "rdma link delete rxe0" rdma link delete rxe0
 check "rmmod rdma_rxe" rmmod rdma_rxe
 check "rmmod roxe" rmmod roxe
+
+# The core's exclusive mode: a device is seen only in its own namespace,
+# and `rdma dev set ... netns` moves it (the core requires the
+# disassociate_ucontext verb for that). The mode can change only while no
+# namespace but the initial one exists, so wait for rxa and rxb to be gone.
+if wait_for 60 rdma system set netns exclusive; then pass "rdma system set netns exclusive"; else
+	fail "rdma system set netns exclusive: $(rdma system set netns exclusive 2>&1)"; fi
+C=192.0.2.31 D=192.0.2.32
+check "namespaces rxc and rxd over a veth pair" sh -c "
+	ip netns add rxc && ip netns add rxd && ip link add vc type veth peer name vd &&
+	ip link set vc netns rxc && ip link set vd netns rxd &&
+	ip -n rxc addr add $C/24 dev vc && ip -n rxd addr add $D/24 dev vd &&
+	ip -n rxc link set lo up && ip -n rxd link set lo up &&
+	ip -n rxc link set vc up && ip -n rxd link set vd up"
+check "rdma link add roxec (netdev in rxc)" ip netns exec rxc rdma link add roxec type roxe netdev vc
+check "rdma link add roxed (netdev in rxd)" ip netns exec rxd rdma link add roxed type roxe netdev vd
+check "rdma dev set roxec netns rxc" rdma dev set roxec netns rxc
+check "rdma dev set roxed netns rxd" rdma dev set roxed netns rxd
+check_output "rxc sees roxec" "roxec" ip netns exec rxc rdma dev
+check_fails "rxc does not see roxed" sh -c "ip netns exec rxc rdma dev | grep -q roxed"
+check_fails "the initial namespace sees neither" sh -c "rdma dev | grep -Eq 'roxe(c|d)'"
+wait_for 10 ip netns exec rxc sh -c "grep -q ffff:c000:021f /sys/class/infiniband/roxec/ports/1/gids/*"
+gc=$(ip netns exec rxc sh -c 'for f in /sys/class/infiniband/roxec/ports/1/gids/*; do grep -q "ffff:c000:021f$" $f && echo ${f##*/} && break; done')
+gd=$(ip netns exec rxd sh -c 'for f in /sys/class/infiniband/roxed/ports/1/gids/*; do grep -q "ffff:c000:0220$" $f && echo ${f##*/} && break; done')
+# pairx NAME SERVER... -- CLIENT...: like pair, between rxd and rxc.
+pairx() {
+	local name=$1 probe=$2 pid rc; shift 2
+	local server=() client=()
+	while [ "$1" != "--" ]; do server+=("$1"); shift; done; shift
+	client=("$@")
+	bounded ip netns exec rxd "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
+	pid=$!
+	if [ "$probe" = cm ]; then wait_for 30 sh -c "! kill -0 $pid 2>/dev/null || ip netns exec rxd rdma resource show cm_id 2>/dev/null | grep -qw LISTEN"
+	else wait_for 30 sh -c "! kill -0 $pid 2>/dev/null || ip netns exec rxd ss -Hltn 'sport = :$probe' | grep -q ."; fi
+	rc=0
+	bounded ip netns exec rxc "${client[@]}" >"$ROXE_OUT/$name-client.log" 2>&1 || rc=$?
+	wait $pid || rc=$((rc + 1000))
+	if [ $rc = 0 ]; then pass "$name between the namespaces (exclusive mode)"; else
+		fail "$name between the namespaces, exclusive mode (exit $rc)"
+		tail -5 "$ROXE_OUT/$name-server.log" "$ROXE_OUT/$name-client.log" | sed 's/^/    /'
+	fi
+}
+pairx x-rc-pingpong 18515 ibv_rc_pingpong -d roxed -g "$gd" -n 100 -- \
+	ibv_rc_pingpong -d roxec -g "$gc" -n 100 $D
+pairx x-rping cm rping -s -a $D -C 10 -V -- rping -c -a $D -C 10 -V
+# A device with a process on it moves back: the core disassociates the
+# process first.
+# (A pingpong server holds the device while it waits for its client.)
+ip netns exec rxc ibv_rc_pingpong -d roxec -g "$gc" -p 18600 >"$ROXE_OUT/x-held.log" 2>&1 &
+held=$!
+wait_for 30 ip netns exec rxc sh -c "ss -Hltn 'sport = :18600' | grep -q ."
+check "a name for the initial namespace" ip netns attach rxinit 1
+# Only rxc sees roxec, so the move is asked for from there.
+check "rdma dev set roxec netns rxinit, from rxc, with a process holding it" \
+	ip netns exec rxc rdma dev set roxec netns rxinit
+check_output "roxec is back in the initial namespace" "roxec" rdma dev
+check "the process lives on" kill -0 $held
+kill -9 $held 2>/dev/null
+wait $held 2>/dev/null
+ip netns del rxinit
+check "delete rxc and rxd" sh -c "ip netns del rxc && ip netns del rxd"
+nodev2() { ! rdma link show 2>/dev/null | grep -Eq "^link roxe(c|d)/"; }
+if wait_for 30 nodev2; then pass "both devices went with their netdevs"; else
+	fail "roxe devices left:"; rdma link show | sed 's/^/    /'; fi
+check "rmmod roxe" rmmod roxe
+if wait_for 60 rdma system set netns shared; then pass "rdma system set netns shared"; else
+	fail "rdma system set netns shared"; fi
 finish
