@@ -44,31 +44,32 @@ wait_for 10 gid_index_v4 roxea $A
 wait_for 10 gid_index_v4 roxeb $B
 ga=$(gid_index_v4 roxea $A) gb=$(gid_index_v4 roxeb $B)
 
-# ready PORT|cm PID: the server listens (on TCP PORT in rxb, or with an
+# ready NS PORT|cm PID: the server in NS listens (on TCP PORT, or with an
 # RDMA CM ID), or has exited.
 ready() {
-	! kill -0 "$2" 2>/dev/null && return 0
-	if [ "$1" = cm ]; then rdma resource show cm_id 2>/dev/null | grep -qw LISTEN
-	else ip netns exec rxb ss -Hltn "sport = :$1" | grep -q .; fi
+	! kill -0 "$3" 2>/dev/null && return 0
+	if [ "$2" = cm ]; then ip netns exec "$1" rdma resource show cm_id 2>/dev/null | grep -qw LISTEN
+	else ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .; fi
 }
-# pair NAME PORT|cm SERVER... -- CLIENT...: SERVER in rxb, then, once it
-# listens, CLIENT in rxa.
-pair() {
-	local name=$1 probe=$2 pid rc; shift 2
+# pair_in SNS CNS NAME PORT|cm SERVER... -- CLIENT...: SERVER in namespace
+# SNS, then, once it listens, CLIENT in CNS.
+pair_in() {
+	local sns=$1 cns=$2 name=$3 probe=$4 pid rc; shift 4
 	local server=() client=()
 	while [ "$1" != "--" ]; do server+=("$1"); shift; done; shift
 	client=("$@")
-	bounded ip netns exec rxb "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
+	bounded ip netns exec "$sns" "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
 	pid=$!
-	wait_for 30 ready "$probe" $pid
+	wait_for 30 ready "$sns" "$probe" $pid
 	rc=0
-	bounded ip netns exec rxa "${client[@]}" >"$ROXE_OUT/$name-client.log" 2>&1 || rc=$?
+	bounded ip netns exec "$cns" "${client[@]}" >"$ROXE_OUT/$name-client.log" 2>&1 || rc=$?
 	wait $pid || rc=$((rc + 1000))
-	if [ $rc = 0 ]; then pass "$name between the namespaces"; else
-		fail "$name between the namespaces (exit $rc)"
+	if [ $rc = 0 ]; then pass "$name between $cns and $sns"; else
+		fail "$name between $cns and $sns (exit $rc)"
 		tail -5 "$ROXE_OUT/$name-server.log" "$ROXE_OUT/$name-client.log" | sed 's/^/    /'
 	fi
 }
+pair() { pair_in rxb rxa "$@"; }
 pair rc-pingpong 18515 ibv_rc_pingpong -d roxeb -g "$gb" -n 100 -- \
 	ibv_rc_pingpong -d roxea -g "$ga" -n 100 $B
 pair write-bw 18515 ib_write_bw -d roxeb -x "$gb" -n 200 -s 65536 -F -- \
@@ -99,7 +100,7 @@ pair write-bw-again 18515 ib_write_bw -d roxeb -x "$gb" -n 100 -s 65536 -F -- \
 # Both namespaces deleted under traffic: the veth goes, so do both devices.
 ip netns exec rxb ib_write_bw -d roxeb -x "$gb" -D 30 -s 65536 -F >"$ROXE_OUT/teardown-server.log" 2>&1 &
 srv=$!
-wait_for 30 ready 18515 $srv
+wait_for 30 ready rxb 18515 $srv
 ip netns exec rxa ib_write_bw -d roxea -x "$ga" -D 30 -s 65536 -F $B >"$ROXE_OUT/teardown-client.log" 2>&1 &
 cli=$!
 sleep 5
@@ -141,27 +142,9 @@ check_fails "the initial namespace sees neither" sh -c "rdma dev | grep -Eq 'rox
 wait_for 10 ip netns exec rxc sh -c "grep -q ffff:c000:021f /sys/class/infiniband/roxec/ports/1/gids/*"
 gc=$(ip netns exec rxc sh -c 'for f in /sys/class/infiniband/roxec/ports/1/gids/*; do grep -q "ffff:c000:021f$" $f && echo ${f##*/} && break; done')
 gd=$(ip netns exec rxd sh -c 'for f in /sys/class/infiniband/roxed/ports/1/gids/*; do grep -q "ffff:c000:0220$" $f && echo ${f##*/} && break; done')
-# pairx NAME SERVER... -- CLIENT...: like pair, between rxd and rxc.
-pairx() {
-	local name=$1 probe=$2 pid rc; shift 2
-	local server=() client=()
-	while [ "$1" != "--" ]; do server+=("$1"); shift; done; shift
-	client=("$@")
-	bounded ip netns exec rxd "${server[@]}" >"$ROXE_OUT/$name-server.log" 2>&1 &
-	pid=$!
-	if [ "$probe" = cm ]; then wait_for 30 sh -c "! kill -0 $pid 2>/dev/null || ip netns exec rxd rdma resource show cm_id 2>/dev/null | grep -qw LISTEN"
-	else wait_for 30 sh -c "! kill -0 $pid 2>/dev/null || ip netns exec rxd ss -Hltn 'sport = :$probe' | grep -q ."; fi
-	rc=0
-	bounded ip netns exec rxc "${client[@]}" >"$ROXE_OUT/$name-client.log" 2>&1 || rc=$?
-	wait $pid || rc=$((rc + 1000))
-	if [ $rc = 0 ]; then pass "$name between the namespaces (exclusive mode)"; else
-		fail "$name between the namespaces, exclusive mode (exit $rc)"
-		tail -5 "$ROXE_OUT/$name-server.log" "$ROXE_OUT/$name-client.log" | sed 's/^/    /'
-	fi
-}
-pairx x-rc-pingpong 18515 ibv_rc_pingpong -d roxed -g "$gd" -n 100 -- \
+pair_in rxd rxc x-rc-pingpong 18515 ibv_rc_pingpong -d roxed -g "$gd" -n 100 -- \
 	ibv_rc_pingpong -d roxec -g "$gc" -n 100 $D
-pairx x-rping cm rping -s -a $D -C 10 -V -- rping -c -a $D -C 10 -V
+pair_in rxd rxc x-rping cm rping -s -a $D -C 10 -V -- rping -c -a $D -C 10 -V
 # A device with a process on it moves back: the core disassociates the
 # process first.
 # (A pingpong server holds the device while it waits for its client.)
