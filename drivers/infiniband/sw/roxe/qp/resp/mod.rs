@@ -252,7 +252,7 @@ pub(crate) fn respond(
 ) -> core::result::Result<(), Drop> {
     // The path MTU follows the route, which may shrink after `modify`.
     let mtu = st.path_mtu();
-    let fatal = {
+    let (res, fatal) = {
         let QpState {
             resp,
             path,
@@ -271,7 +271,6 @@ pub(crate) fn respond(
         let res = resp.on_request(pkt, &mut io);
         (res, io.fatal)
     };
-    let (res, fatal) = fatal;
     if let Some(held) = fatal {
         // IBTA's class A and C errors, as rxe: the NAK went out, and the QP
         // goes to ERR, which flushes every other receive (the one the
