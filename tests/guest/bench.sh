@@ -375,6 +375,17 @@ measure() {
 			client_end "$tag"
 			continue
 		fi
+		# With -R the client can reach the server's host before its CM
+		# listens: IB CM reject reason 8 (no listener for the service ID),
+		# or "Connection refused" from iWARP's TCP (siw). perftest 4.5 then
+		# crashes (exit 139); its newer clients retry. So does this, once.
+		if [ "$attempt" = 1 ] && [ "$rc" != 0 ] &&
+			grep -Eq 'RDMA_CM_EVENT_REJECTED; error: 8\.|ERRNO: Connection refused' "$log"; then
+			echo "note: $name: the server's CM did not listen yet ($(grep -Em1 'REJECTED|refused' "$log")); once more"
+			say "retry-$tag"
+			client_end "$tag"
+			continue
+		fi
 		perftest_row "$log" "$size"
 		report "r$round $name$([ "$attempt" = 1 ] || echo " (attempt $attempt)")" \
 			"$at run=$name attempt=$attempt $fields" "$header" "$result" "${cmd[@]}" "$ROXE_PEER_IP"
