@@ -46,10 +46,15 @@ run_pair() {
 		pid=$!
 		wait_for 30 listening_since "$before" $pid ||
 			echo "$name: no new listening CM ID after 30 s; going on"
+		# What the signal was given on, for a reject that says no
+		# listener (see the client side).
+		rdma resource show cm_id >"$ROXE_OUT/$name-cm-ids-at-ready.txt" 2>&1
 		roxe_signal "ready-$name"
 		wait "$pid"; rc=$?
 		if [ $rc = 0 ]; then pass "$name server: ${server[*]}"; else
 			fail "$name server (exit $rc): ${server[*]}"; tail -15 "$ROXE_OUT/$name-server.log" | sed 's/^/    /'
+			echo "    CM IDs when the server was taken to listen (before: $before):"
+			sed 's/^/      /' "$ROXE_OUT/$name-cm-ids-at-ready.txt"
 		fi
 	elif roxe_wait "ready-$name" $((limit + 30)); then
 		local log=$ROXE_OUT/$name-client.log try
@@ -58,13 +63,22 @@ run_pair() {
 		# REQ and still waits, so the client may try again. Seen once in
 		# CI with ib_atomic_bw -R (which then crashed in librdmacm);
 		# perftest's own newer clients retry the same way.
+		# Not understood yet (README): once, the try after such a reject
+		# hung. Each try keeps its log, and the device's counters that
+		# moved over the pair are printed on failure.
+		[ "$DRV" = roxe ] && counters_save $dev "$ROXE_OUT/$name-counters"
 		for try in 1 2 3; do
 			rc=0
 			bounded "${client[@]}" >"$log" 2>&1 || rc=$?
+			cp "$log" "$ROXE_OUT/$name-client.try$try.log"
 			[ $rc != 0 ] && grep -q 'RDMA_CM_EVENT_REJECTED; error: 8\.' "$log" || break
 			echo "$name: try $try rejected, no listener on the server yet; again in 2 s"
 			sleep 2
 		done
+		if [ $rc != 0 ] && [ "$DRV" = roxe ]; then
+			echo "    $dev counters that moved over $name:"
+			counters_moved $dev "$ROXE_OUT/$name-counters"
+		fi
 		if [ $rc = 0 ]; then
 			pass "$name client: ${client[*]}"
 		elif [ "${client[0]}" = rping ] && [ $rc = 255 ] &&
