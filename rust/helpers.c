@@ -702,3 +702,91 @@ unsigned int *roxe_fail_srq_init(void)
 {
 	return &fail_srq_init;
 }
+
+/* On-demand paging: static inlines and field reads for rust/rdma/odp.rs. */
+
+struct ib_umem_odp *roxe_odp_from_notifier(struct mmu_interval_notifier *mni)
+{
+	return container_of(mni, struct ib_umem_odp, notifier);
+}
+
+bool roxe_odp_range_blockable(const struct mmu_notifier_range *range)
+{
+	return mmu_notifier_range_blockable(range);
+}
+
+void roxe_odp_range(const struct mmu_notifier_range *range, u64 *start, u64 *end)
+{
+	*start = range->start;
+	*end = range->end;
+}
+
+void roxe_odp_set_seq(struct mmu_interval_notifier *mni, unsigned long seq)
+{
+	mmu_interval_set_seq(mni, seq);
+}
+
+void roxe_odp_lock(struct ib_umem_odp *odp)
+{
+	mutex_lock(&odp->umem_mutex);
+}
+
+void roxe_odp_unlock(struct ib_umem_odp *odp)
+{
+	mutex_unlock(&odp->umem_mutex);
+}
+
+u64 roxe_odp_start(struct ib_umem_odp *odp)
+{
+	return ib_umem_start(odp);
+}
+
+u64 roxe_odp_end(struct ib_umem_odp *odp)
+{
+	return ib_umem_end(odp);
+}
+
+u64 roxe_odp_address(struct ib_umem_odp *odp)
+{
+	return odp->umem.address;
+}
+
+bool roxe_odp_writable(struct ib_umem_odp *odp)
+{
+	return odp->umem.writable;
+}
+
+void *roxe_odp_private(struct ib_umem_odp *odp)
+{
+	return odp->private;
+}
+
+void roxe_odp_set_private(struct ib_umem_odp *odp, void *p)
+{
+	odp->private = p;
+}
+
+u64 roxe_odp_entry(struct ib_umem_odp *odp, size_t idx)
+{
+	return READ_ONCE(odp->dma_list[idx]);
+}
+
+void *roxe_odp_entry_ptr(u64 entry)
+{
+	return ib_virt_dma_to_ptr(entry & ODP_DMA_ADDR_MASK);
+}
+
+struct workqueue_struct *roxe_alloc_wq(const char *name)
+{
+	return alloc_workqueue("%s", WQ_UNBOUND | WQ_MEM_RECLAIM, 0, name);
+}
+
+void roxe_destroy_wq(struct workqueue_struct *wq)
+{
+	destroy_workqueue(wq);
+}
+
+void roxe_flush_wq(struct workqueue_struct *wq)
+{
+	flush_workqueue(wq);
+}

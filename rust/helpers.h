@@ -12,6 +12,8 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/ib_umem.h>
+#include <rdma/ib_umem_odp.h>
+#include <linux/mmu_notifier.h>
 #include <linux/skbuff.h>
 #include <net/sock.h>
 
@@ -87,6 +89,25 @@ long roxe_kernel_write(u64 dst, const void *src, size_t n);
 
 void *roxe_kmap_local_page(struct page *page);
 void roxe_kunmap_local(void *addr);
+
+/* On-demand paging (rust/rdma/odp.rs). */
+struct ib_umem_odp *roxe_odp_from_notifier(struct mmu_interval_notifier *mni);
+bool roxe_odp_range_blockable(const struct mmu_notifier_range *range);
+void roxe_odp_range(const struct mmu_notifier_range *range, u64 *start, u64 *end);
+void roxe_odp_set_seq(struct mmu_interval_notifier *mni, unsigned long seq);
+void roxe_odp_lock(struct ib_umem_odp *odp);
+void roxe_odp_unlock(struct ib_umem_odp *odp);
+u64 roxe_odp_start(struct ib_umem_odp *odp);
+u64 roxe_odp_end(struct ib_umem_odp *odp);
+u64 roxe_odp_address(struct ib_umem_odp *odp);
+bool roxe_odp_writable(struct ib_umem_odp *odp);
+void *roxe_odp_private(struct ib_umem_odp *odp);
+void roxe_odp_set_private(struct ib_umem_odp *odp, void *p);
+u64 roxe_odp_entry(struct ib_umem_odp *odp, size_t idx);
+void *roxe_odp_entry_ptr(u64 entry);
+struct workqueue_struct *roxe_alloc_wq(const char *name);
+void roxe_destroy_wq(struct workqueue_struct *wq);
+void roxe_flush_wq(struct workqueue_struct *wq);
 
 unsigned int *roxe_fail_qp_table(void);
 unsigned int *roxe_fail_cq_init(void);

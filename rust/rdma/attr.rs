@@ -68,7 +68,34 @@ pub(crate) struct DeviceAttr {
     /// Whether remote atomics are atomic across the whole device
     /// (`IB_ATOMIC_HCA`), or not offered.
     pub(crate) atomic_hca: bool,
+    /// On-demand paging: what it supports, all zero for none.
+    pub(crate) odp: OdpCaps,
 }
+
+/// On-demand-paging capabilities (`struct ib_odp_caps`): `general` holds
+/// `IB_ODP_SUPPORT*`, the others per transport the operations an ODP MR
+/// may serve (`IB_ODP_SUPPORT_SEND` ...).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OdpCaps {
+    pub(crate) general: u64,
+    pub(crate) rc: u32,
+    pub(crate) uc: u32,
+    pub(crate) ud: u32,
+}
+
+/// `IB_ODP_SUPPORT`: ODP MRs over a given range.
+pub(crate) const ODP_SUPPORT: u64 = bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT as u64;
+/// Per-transport ODP operations (`ib_odp_transport_cap_bits`).
+pub(crate) const ODP_SEND: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND;
+pub(crate) const ODP_RECV: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV;
+pub(crate) const ODP_WRITE: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE;
+pub(crate) const ODP_READ: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ;
+pub(crate) const ODP_ATOMIC: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC;
+pub(crate) const ODP_SRQ_RECV: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
+/// rdma-core's `IBV_ODP_SUPPORT_FLUSH` and `IBV_ODP_SUPPORT_ATOMIC_WRITE`,
+/// which 6.12 passes through to user space but does not name.
+pub(crate) const ODP_FLUSH: u32 = 1 << 6;
+pub(crate) const ODP_ATOMIC_WRITE: u32 = 1 << 7;
 
 /// Attributes of one port (`struct ib_port_attr`).
 #[derive(Clone, Debug)]
@@ -175,6 +202,13 @@ impl DeviceAttr {
         if self.allow_user_unregister {
             out.kernel_cap_flags |= u64::from(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
         }
+        if self.odp.general != 0 {
+            out.kernel_cap_flags |= u64::from(bindings::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING);
+        }
+        out.odp_caps.general_caps = self.odp.general;
+        out.odp_caps.per_transport_caps.rc_odp_caps = self.odp.rc;
+        out.odp_caps.per_transport_caps.uc_odp_caps = self.odp.uc;
+        out.odp_caps.per_transport_caps.ud_odp_caps = self.odp.ud;
     }
 }
 

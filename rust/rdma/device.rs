@@ -169,6 +169,9 @@ impl<T: Driver> Device<T> {
             ops.alloc_mr = Some(Mr::<T>::alloc_cb);
             ops.map_mr_sg = Some(Mr::<T>::map_mr_sg_cb);
         }
+        if <T::Mr as MrOps<T>>::HAS_ADVISE {
+            ops.advise_mr = Some(Mr::<T>::advise_cb);
+        }
         ops.create_ah = Some(Ah::<T>::create_cb);
         ops.create_user_ah = Some(Ah::<T>::create_cb);
         ops.destroy_ah = Some(Ah::<T>::destroy_cb);

@@ -15,6 +15,7 @@ pub(crate) mod fault;
 pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod mw;
+pub(crate) mod odp;
 pub(crate) mod pd;
 pub(crate) mod qp;
 pub(crate) mod random;

@@ -62,7 +62,35 @@ pub(crate) trait MrOps<T: Driver>: Send + Sync + Sized {
 
     /// Deregisters an MR; on success its state is dropped.
     fn dereg(mr: &Mr<T>) -> Result;
+
+    /// `ibv_advise_mr`: `advice` for the ranges `sges` of PD `pd`'s MRs.
+    /// With `flush`, done before returning; otherwise it may run later.
+    fn advise(_pd: &Pd<T>, _advice: Advice, _flush: bool, _sges: &[AdviseSge]) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 }
+
+/// What `ibv_advise_mr` advises (`enum ib_uverbs_advise_mr_advice`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Advice {
+    /// Fault the pages in for reading.
+    Prefetch,
+    /// Fault the pages in for writing.
+    PrefetchWrite,
+    /// Map the pages that are present, faulting none.
+    PrefetchNoFault,
+}
+
+/// One range of an `ibv_advise_mr` (`struct ib_sge`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AdviseSge {
+    pub(crate) addr: u64,
+    pub(crate) length: u32,
+    pub(crate) lkey: u32,
+}
+
+/// The most ranges one `ibv_advise_mr` may name; the core takes any number.
+pub(crate) const MAX_ADVISE_SGE: usize = 32;
 
 /// The keys and extent the RDMA core records for an MR.
 #[derive(Clone, Copy, Debug)]
@@ -202,6 +230,58 @@ impl<T: Driver> Mr<T> {
         match Self::publish(|| <T::Mr as MrOps<T>>::reg_user(pd, &args, udata.as_ref())) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `advise_mr` verb: every pointer is valid for the call, `sg_list` holds
+    /// `num_sge` entries, and the PD belongs to this driver.
+    pub(super) unsafe extern "C" fn advise_cb(
+        pd: *mut bindings::ib_pd,
+        advice: bindings::ib_uverbs_advise_mr_advice,
+        flags: u32,
+        sg_list: *mut bindings::ib_sge,
+        num_sge: u32,
+        _attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> c_int {
+        // SAFETY: The core passes a live PD of this device.
+        let pd = unsafe { Pd::<T>::from_raw(pd) };
+        let advice = match advice {
+            bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH => {
+                Advice::Prefetch
+            }
+            bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE => {
+                Advice::PrefetchWrite
+            }
+            bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT => {
+                Advice::PrefetchNoFault
+            }
+            _ => return super::errno::eopnotsupp().to_errno(),
+        };
+        let flush = flags & bindings::ib_uverbs_advise_mr_flag_IB_UVERBS_ADVISE_MR_FLAG_FLUSH != 0;
+        let n = num_sge as usize;
+        if n > MAX_ADVISE_SGE {
+            return kernel::error::code::EINVAL.to_errno();
+        }
+        let mut sges = [AdviseSge {
+            addr: 0,
+            length: 0,
+            lkey: 0,
+        }; MAX_ADVISE_SGE];
+        for (i, out) in sges.iter_mut().enumerate().take(n) {
+            // SAFETY: `sg_list` holds `num_sge` entries and `i` is below it.
+            let s = unsafe { &*sg_list.add(i) };
+            *out = AdviseSge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            };
+        }
+        match <T::Mr as MrOps<T>>::advise(pd, advice, flush, &sges[..n]) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
         }
     }
 

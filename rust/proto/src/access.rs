@@ -35,7 +35,8 @@ pub const SUPPORTED: u32 = LOCAL_WRITE
     | REMOTE_ATOMIC
     | MW_BIND
     | FLUSH_GLOBAL
-    | FLUSH_PERSISTENT;
+    | FLUSH_PERSISTENT
+    | ON_DEMAND;
 
 /// The rights that let an MR's pages be written, by the device or through
 /// a window bound over it: the pages must have been pinned for writing
@@ -74,7 +75,10 @@ pub fn check_mr(flags: u32) -> Result<u32, AccessError> {
     if flags & (REMOTE_WRITE | REMOTE_ATOMIC) != 0 && flags & LOCAL_WRITE == 0 {
         return Err(AccessError::Invalid);
     }
-    if flags & !SUPPORTED != 0 {
+    // Huge pages matter only to paging on demand, which maps them as
+    // their small pages.
+    let huge_ok = if flags & ON_DEMAND != 0 { HUGETLB } else { 0 };
+    if flags & !(SUPPORTED | huge_ok) != 0 {
         return Err(AccessError::Unsupported);
     }
     Ok(flags)
@@ -297,7 +301,8 @@ mod tests {
 
     #[test]
     fn unimplemented_flags_are_refused() {
-        assert_eq!(check_mr(ON_DEMAND), Err(AccessError::Unsupported));
+        assert_eq!(check_mr(ON_DEMAND), Ok(ON_DEMAND));
+        assert_eq!(check_mr(ON_DEMAND | HUGETLB), Ok(ON_DEMAND | HUGETLB));
         assert_eq!(check_mr(ZERO_BASED), Err(AccessError::Unsupported));
         assert_eq!(check_mr(HUGETLB), Err(AccessError::Unsupported));
         assert_eq!(check_mr(1 << 15), Err(AccessError::Unsupported));
@@ -307,9 +312,12 @@ mod tests {
     fn every_flag_combination_is_classified() {
         for f in 0..(1u32 << 11) {
             match check_mr(f) {
-                Ok(v) => assert_eq!(v & !SUPPORTED, 0),
+                Ok(v) => assert_eq!(v & !SUPPORTED & !HUGETLB, 0),
                 Err(AccessError::Invalid) => assert!(f & LOCAL_WRITE == 0),
-                Err(AccessError::Unsupported) => assert!(f & !SUPPORTED & !OPTIONAL_RANGE != 0),
+                Err(AccessError::Unsupported) => {
+                    let huge_alone = f & HUGETLB != 0 && f & ON_DEMAND == 0;
+                    assert!(f & !SUPPORTED & !OPTIONAL_RANGE & !HUGETLB != 0 || huge_alone)
+                }
             }
         }
     }

@@ -157,6 +157,10 @@ pub enum Discard {
     Psn,
     /// No receive WQE (RC answered with an RNR NAK).
     NoRecv,
+    /// Memory the request needs is not mapped yet: an on-demand-paging MR
+    /// whose pages the driver is faulting in (RC answered with an RNR NAK,
+    /// nothing done).
+    NotPresent,
     /// A bad R_Key, access or range.
     Key,
     /// A payload, DMA length or message size that breaks the rules.
@@ -169,6 +173,26 @@ pub enum Discard {
     Invalid,
 }
 
+/// Why the kernel side did not make a memory access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemError {
+    /// The key does not allow it.
+    Refused,
+    /// The memory is not mapped yet (on-demand paging): nothing was
+    /// touched; the driver is faulting it in, and the request comes again.
+    NotPresent,
+}
+
+/// Why a SEND's payload did not land in its receive buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScatterError {
+    /// The buffers are too short (`LOC_LEN_ERR`) or a key is bad
+    /// (`LOC_PROT_ERR`): the receive completes with this status.
+    Failed(WcStatus),
+    /// As [`MemError::NotPresent`]: nothing was written.
+    NotPresent,
+}
+
 /// The kernel side of the responder.
 pub trait Io {
     /// A receive WQE copied out of its queue.
@@ -179,7 +203,7 @@ pub trait Io {
 
     /// Scatters `data` into `r`'s buffers at message offset `off`:
     /// `LOC_LEN_ERR` if they are too short, `LOC_PROT_ERR` for a bad lkey.
-    fn scatter(&mut self, r: &Self::Recv, off: u64, data: &[u8]) -> Result<(), WcStatus>;
+    fn scatter(&mut self, r: &Self::Recv, off: u64, data: &[u8]) -> Result<(), ScatterError>;
 
     /// Completes receive WQE `r`.
     fn complete_recv(&mut self, r: Self::Recv, c: &RecvCompletion);
@@ -187,15 +211,20 @@ pub trait Io {
     /// Whether `rkey` grants `access` to `len` bytes at `va`.
     fn check_key(&mut self, rkey: u32, va: u64, len: u32, access: u32) -> bool;
 
-    /// Writes `data` at `va` under `rkey` (checking it for remote write);
-    /// `false` if the key does not allow it.
-    fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool;
+    /// Writes `data` at `va` under `rkey` (checking it for remote write).
+    fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), MemError>;
 
     /// Executes `op` on the 8 aligned bytes at `va` under `rkey` (checking
     /// it for remote atomics), atomically with respect to every other
-    /// access; returns the value they held, or `None` if the key does not
-    /// allow it.
-    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Option<u64>;
+    /// access; returns the value they held.
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError>;
+
+    /// Whether the `len` bytes at `va` under `rkey` (already checked for
+    /// remote read) can be read now; if not mapped yet, the driver starts
+    /// faulting them in. Memory that is always there always can.
+    fn readable_now(&mut self, _rkey: u32, _va: u64, _len: u32) -> Result<(), MemError> {
+        Ok(())
+    }
 
     /// Makes the writes before a FLUSH visible, if `rkey` grants `need`
     /// over `len` bytes at `va`, or over its whole MR if `whole_mr`.
@@ -257,6 +286,8 @@ struct WriteProgress {
 enum Nak {
     /// No receive WQE: RNR NAK.
     Rnr,
+    /// Memory not mapped yet: RNR NAK too, so the request comes again.
+    NotPresent,
     /// Invalid request.
     Invalid,
     /// Invalid request for a length that breaks the rules.
@@ -407,6 +438,21 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         held
     }
 
+    /// Holds receive WQE `w` for the next message, which takes it first
+    /// (a UD datagram that could not land: its memory was not mapped yet).
+    /// The responder then holds it as its own: `flush` and `reset` give it
+    /// back. Does nothing if one is held already.
+    pub fn hold(&mut self, w: W) {
+        if self.recv.is_none() && self.spare.is_none() {
+            self.spare = Some(w);
+        }
+    }
+
+    /// Takes back the receive WQE [`hold`](Self::hold) kept.
+    pub fn take_held(&mut self) -> Option<W> {
+        self.spare.take()
+    }
+
     fn next_msn(&self) -> u32 {
         (self.msn + 1) & psn::MASK
     }
@@ -513,6 +559,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
                     // expected PSN past all of them.
                     return match self.read_response(pkt, io) {
                         Ok(()) => Ok(()),
+                        Err(Nak::NotPresent) => Err(self.not_now(io, psn, Nak::NotPresent)),
                         Err(n) => Err(self.refuse(io, psn, n)),
                     };
                 }
@@ -530,12 +577,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
                 }
                 Ok(())
             }
-            Err(Nak::Rnr) => {
-                if let (true, Some(t)) = (rc, RnrTimer::from_code(self.cfg.min_rnr_timer)) {
-                    io.send_ack(psn, Syndrome::RnrNak(t), self.msn);
-                }
-                Err(Discard::NoRecv)
-            }
+            Err(n @ (Nak::Rnr | Nak::NotPresent)) => Err(self.not_now(io, psn, n)),
             Err(n) => Err(self.refuse(io, psn, n)),
         }
     }
@@ -574,14 +616,32 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         }
     }
 
-    /// Refuses the request at `psn` for reason `n` (not [`Nak::Rnr`]).
+    /// Answers the request at `psn`, which could not be taken now (no
+    /// receive WQE, or memory not mapped yet), with an RNR NAK (RC), so
+    /// that it comes again after the QP's `min_rnr_timer`.
+    fn not_now(&mut self, io: &mut impl Io<Recv = W>, psn: Psn, n: Nak) -> Discard {
+        if let (true, Some(t)) = (
+            self.cfg.transport == Transport::Rc,
+            RnrTimer::from_code(self.cfg.min_rnr_timer),
+        ) {
+            io.send_ack(psn, Syndrome::RnrNak(t), self.msn);
+        }
+        if n == Nak::NotPresent {
+            Discard::NotPresent
+        } else {
+            Discard::NoRecv
+        }
+    }
+
+    /// Refuses the request at `psn` for reason `n` (not [`Nak::Rnr`] or
+    /// [`Nak::NotPresent`]).
     ///
     /// RC: NAKs it, completes the receive WQE of the message in progress
     /// with the matching error, and stops (the QP goes to ERR). UC: the
     /// message is lost, silently.
     fn refuse(&mut self, io: &mut impl Io<Recv = W>, psn: Psn, n: Nak) -> Discard {
         let (code, status) = match n {
-            Nak::Invalid | Nak::Length | Nak::Rnr => {
+            Nak::Invalid | Nak::Length | Nak::Rnr | Nak::NotPresent => {
                 (NakCode::InvalidRequest, WcStatus::RemInvReqErr)
             }
             Nak::Access => (NakCode::RemoteAccessError, WcStatus::RemAccessErr),
@@ -591,6 +651,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
             Nak::Length => Discard::Length,
             Nak::Invalid => Discard::Invalid,
             Nak::Rnr => Discard::NoRecv,
+            Nak::NotPresent => Discard::NotPresent,
             Nak::Access | Nak::Operational => Discard::Key,
         };
         if self.cfg.transport != Transport::Rc {
@@ -634,9 +695,19 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
             .filter(|e| *e <= u64::from(MAX_MSG));
         let placed = match end {
             Some(_) => io.scatter(&p.wqe, p.off, pkt.payload),
-            None => Err(WcStatus::LocLenErr),
+            None => Err(ScatterError::Failed(WcStatus::LocLenErr)),
         };
-        if let Err(status) = placed {
+        if placed == Err(ScatterError::NotPresent) {
+            // Nothing landed: the packet comes again. A message that has
+            // not started gives its receive WQE back, to take it then.
+            if pos.starts_message() {
+                if let Some(p) = self.recv.take() {
+                    self.spare = Some(p.wqe);
+                }
+            }
+            return Err(Nak::NotPresent);
+        }
+        if let Err(ScatterError::Failed(status)) = placed {
             // The receive buffer cannot take it: the WQE completes with the
             // local error, and the request is refused.
             if let Some(p) = self.recv.take() {
@@ -743,8 +814,25 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
             };
             self.recv = Some(RecvProgress { wqe, off: 0 });
         }
-        if n != 0 && !io.write(w.rkey, va, pkt.payload) {
-            return Err(Nak::Access);
+        let written = if n == 0 {
+            Ok(())
+        } else {
+            io.write(w.rkey, va, pkt.payload)
+        };
+        match written {
+            Ok(()) => {}
+            Err(MemError::Refused) => return Err(Nak::Access),
+            Err(MemError::NotPresent) => {
+                // Nothing written: as for a missing receive WQE, the
+                // resend of this packet finds everything as it was.
+                if let Some(p) = self.recv.take() {
+                    self.spare = Some(p.wqe);
+                }
+                if pos.starts_message() {
+                    self.write = None;
+                }
+                return Err(Nak::NotPresent);
+            }
         }
         if !pos.ends_message() {
             if let Some(w) = self.write.as_mut() {
@@ -784,7 +872,10 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         } else {
             AtomicOp::FetchAdd { add: a.swap_add }
         };
-        let orig = io.atomic(a.rkey, a.va, op).ok_or(Nak::Access)?;
+        let orig = io.atomic(a.rkey, a.va, op).map_err(|e| match e {
+            MemError::Refused => Nak::Access,
+            MemError::NotPresent => Nak::NotPresent,
+        })?;
         let psn = pkt.bth.psn;
         self.atomics.remember(
             AtomicDone {
@@ -846,9 +937,11 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         if reth.dma_len != 8 || pkt.payload.len() != 8 || reth.va % 8 != 0 {
             return Err(Nak::Invalid);
         }
-        if !io.write(reth.rkey, reth.va, pkt.payload) {
-            return Err(Nak::Access);
-        }
+        io.write(reth.rkey, reth.va, pkt.payload)
+            .map_err(|e| match e {
+                MemError::Refused => Nak::Access,
+                MemError::NotPresent => Nak::NotPresent,
+            })?;
         self.answer_empty(pkt.bth.psn, io);
         Ok(())
     }
@@ -888,6 +981,18 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
             return Err(Nak::Access);
         }
         let psn = pkt.bth.psn;
+        // What this burst reads must be there to read: if not, nothing is
+        // sent, and the request comes again.
+        let burst = u64::from(n.min(self.cfg.read_burst)) * u64::from(mtu);
+        // CAST: at most the DMA length, a u32.
+        let burst = burst.min(u64::from(reth.dma_len)) as u32;
+        if burst != 0 {
+            io.readable_now(reth.rkey, reth.va, burst)
+                .map_err(|e| match e {
+                    MemError::Refused => Nak::Access,
+                    MemError::NotPresent => Nak::NotPresent,
+                })?;
+        }
         let new = psn == self.epsn;
         let msn = if new { self.next_msn() } else { self.msn };
         // At most one burst per request: what is held back looks like loss
@@ -936,6 +1041,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         }
         match self.read_response(pkt, io) {
             Ok(()) => Err(Discard::Psn),
+            Err(Nak::NotPresent) => Err(self.not_now(io, pkt.bth.psn, Nak::NotPresent)),
             Err(_) => Err(Discard::Duplicate),
         }
     }
@@ -992,9 +1098,9 @@ mod tests {
             self.rq.pop_front()
         }
 
-        fn scatter(&mut self, r: &u32, off: u64, data: &[u8]) -> Result<(), WcStatus> {
+        fn scatter(&mut self, r: &u32, off: u64, data: &[u8]) -> Result<(), ScatterError> {
             if off + data.len() as u64 > 4096 {
-                return Err(WcStatus::LocLenErr);
+                return Err(ScatterError::Failed(WcStatus::LocLenErr));
             }
             self.got.push((*r, off));
             Ok(())
@@ -1008,23 +1114,23 @@ mod tests {
             self.range(rkey, va, len).is_some()
         }
 
-        fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
+        fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), MemError> {
             match self.range(rkey, va, data.len() as u32) {
                 Some(r) => {
                     self.mem[r].copy_from_slice(data);
                     self.writes.push((va, data.len()));
-                    true
+                    Ok(())
                 }
-                None => false,
+                None => Err(MemError::Refused),
             }
         }
 
-        fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Option<u64> {
-            let r = self.range(rkey, va, 8)?;
-            let v = u64::from_le_bytes(self.mem[r.clone()].try_into().ok()?);
+        fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
+            let r = self.range(rkey, va, 8).ok_or(MemError::Refused)?;
+            let v = u64::from_le_bytes(self.mem[r.clone()].try_into().unwrap());
             self.mem[r].copy_from_slice(&op.apply(v).to_le_bytes());
             self.atomics.push(va);
-            Some(v)
+            Ok(v)
         }
 
         fn flush(&mut self, rkey: u32, va: u64, len: u32, _need: u32, whole: bool) -> bool {

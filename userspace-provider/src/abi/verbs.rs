@@ -181,8 +181,16 @@ macro_rules! context_ops {
 }
 
 context_ops! {
-    /// `advise_mr`.
-    advise_mr: OpaqueFn,
+    /// `advise_mr`: `ibv_advise_mr`, an errno on failure.
+    advise_mr: Option<
+        unsafe extern "C" fn(
+            pd: *mut ibv::Pd,
+            advice: u32,
+            flags: u32,
+            sg_list: *mut ibv::Sge,
+            num_sge: u32,
+        ) -> c_int,
+    >,
     /// `alloc_dm`.
     alloc_dm: OpaqueFn,
     /// `alloc_mw`: returns NULL with `errno` set on failure.

@@ -74,6 +74,13 @@ unsafe extern "C" {
         resp: *mut uverbs::ExQueryDeviceResp,
         resp_size: *mut usize,
     ) -> c_int;
+    fn ibv_cmd_advise_mr(
+        pd: *mut ibv::Pd,
+        advice: u32,
+        flags: u32,
+        sg_list: *mut ibv::Sge,
+        num_sge: u32,
+    ) -> c_int;
     fn ibv_cmd_query_port(
         context: *mut ibv::Context,
         port_num: u8,
@@ -271,6 +278,8 @@ static DEVICE_OPS: Table<verbs::DeviceOps> = Table(verbs::DeviceOps {
 
 /// The context ops roxe implements; `verbs_set_ops` skips the NULL rest.
 static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
+    // Prefetch into on-demand-paging MRs: the kernel does it all.
+    advise_mr: Some(ibv_cmd_advise_mr),
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),

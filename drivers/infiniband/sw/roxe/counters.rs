@@ -68,9 +68,12 @@ pub(crate) enum Event {
     TxMulticast,
     /// Of `RxPackets`, those sent to a multicast group.
     RxMulticast,
+    /// Requester: a message's data was in memory paged on demand that was
+    /// not mapped; it waited for the fault before sending the packet.
+    ReqOdpWait,
 }
 
-const EVENTS: usize = 23;
+const EVENTS: usize = 24;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -102,6 +105,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_bytes"),
     c_str!("tx_multicast_packets"),
     c_str!("rx_multicast_packets"),
+    c_str!("req_odp_wait"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),
@@ -119,6 +123,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_drop_duplicate"),
     c_str!("rx_drop_address"),
     c_str!("rx_drop_invalid"),
+    c_str!("rx_drop_not_present"),
 ];
 
 /// A device's packet counters.
@@ -262,11 +267,16 @@ pub(crate) enum Drop {
     /// not take, or an RDMA READ or atomic for a QP with no responder
     /// resources (`max_dest_rd_atomic` 0).
     Invalid,
+    /// Memory the packet needs (its receive buffer, its RDMA target, the
+    /// buffer a read response lands in) is paged on demand and not mapped
+    /// yet: nothing was done, a fault was asked for, and the packet comes
+    /// again (RC: an RNR NAK, or the requester asks again).
+    NotPresent,
 }
 
 impl Drop {
     /// All reasons, in counter order.
-    const ALL: [Drop; 11] = [
+    const ALL: [Drop; 12] = [
         Drop::Transport,
         Drop::State,
         Drop::Qkey,
@@ -278,5 +288,6 @@ impl Drop {
         Drop::Duplicate,
         Drop::Address,
         Drop::Invalid,
+        Drop::NotPresent,
     ];
 }

@@ -92,6 +92,9 @@ impl PinnedDrop for RoxeDev {
                 );
             }
         }
+        // A fault still queued may hold the last reference to one of this
+        // device's MRs, whose memory names the device: it runs now.
+        crate::rdma::odp::flush();
         // The last device of a namespace closes its sockets. A netdev that
         // left the namespace (or is leaving it) was detached by the
         // notifier already, and this does nothing.

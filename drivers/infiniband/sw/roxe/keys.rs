@@ -14,10 +14,11 @@ use crate::proto::access::{self, AccessError};
 use crate::rdma::errno::eopnotsupp;
 use crate::rdma::mr::KernelMemory;
 use crate::rdma::mw::MwType;
+use crate::rdma::odp::{self, Miss, OdpUmem};
 use crate::rdma::umem::PinnedRange;
 use crate::table::Table;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use kernel::error::code::EINVAL;
+use kernel::error::code::{EINVAL, ENOENT, EPERM};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -32,6 +33,129 @@ pub(crate) enum Backing {
     User(PinnedRange),
     /// Kernel pages a consumer mapped with `ib_map_mr_sg` (`alloc_mr`).
     Fast(FastPages),
+    /// User memory paged on demand: nothing pinned.
+    Odp(OdpPages),
+}
+
+/// An on-demand-paging MR's memory, and the fault the data path asked for.
+///
+/// The data path never faults (it may not sleep): an access to a page
+/// that is not mapped fails with [`KeyError::Absent`], and the key lookup
+/// that saw it queues a fault on the module's fault queue, one per MR at a
+/// time. The engine that missed tries again later (an RNR NAK, the
+/// requester's timer), by which time the page is usually there.
+pub(crate) struct OdpPages {
+    pub(crate) umem: OdpUmem,
+    /// A fault of this MR is queued or running.
+    faulting: AtomicBool,
+    /// Faults the data path asked for that failed in a row (no memory
+    /// mapped there any more, a write to read-only memory, the process
+    /// gone). After [`FAULT_TRIES`] the next miss is an error rather than
+    /// another wait, or a requester would wait forever; fewer ride out a
+    /// moment when the memory was write-protected (`mprotect`, `fork`).
+    failed: AtomicU32,
+}
+
+/// Failed faults in a row that make a miss an error.
+const FAULT_TRIES: u32 = 3;
+
+/// The most a fault the data path asks for maps at once: a miss often
+/// starts a long message, whose next pages are missing too.
+const FAULT_AHEAD: usize = 256 * 1024;
+
+impl OdpPages {
+    pub(crate) fn new(umem: OdpUmem) -> Self {
+        OdpPages {
+            umem,
+            faulting: AtomicBool::new(false),
+            failed: AtomicU32::new(0),
+        }
+    }
+
+    /// The key error for a miss of `len` bytes at offset `off`.
+    fn miss(&self, m: Miss, off: usize, len: usize, write: bool) -> KeyError {
+        match m {
+            Miss::Bounds => KeyError::Bounds,
+            Miss::Absent if self.failed.load(Ordering::Acquire) >= FAULT_TRIES => {
+                self.failed.store(0, Ordering::Release);
+                KeyError::Access
+            }
+            Miss::Absent => KeyError::Absent { off, len, write },
+        }
+    }
+
+    /// Faults `len` bytes at `off` in, with some ahead if that works; a
+    /// failure of the exact range is remembered for the next miss.
+    fn fault(&self, off: usize, len: usize, write: bool) -> Result {
+        let ahead = len.max(FAULT_AHEAD);
+        if ahead > len && self.umem.fault(off, ahead, write).is_ok() {
+            self.failed.store(0, Ordering::Release);
+            return Ok(());
+        }
+        let r = self.umem.fault(off, len, write);
+        if r.is_err() {
+            self.failed.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.failed.store(0, Ordering::Release);
+        }
+        r
+    }
+}
+
+/// Queues a fault of `len` bytes at offset `off` of `mr`, an ODP MR whose
+/// access just missed, unless one of it is queued already. Any context.
+fn request_fault(mr: &Arc<MrData>, off: usize, len: usize, write: bool) {
+    let Backing::Odp(o) = &mr.backing else {
+        return;
+    };
+    if o.faulting.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let held = mr.clone();
+    let queued = odp::spawn(move || {
+        if let Backing::Odp(o) = &held.backing {
+            let _ = o.fault(off, len, write);
+            o.faulting.store(false, Ordering::Release);
+        }
+    });
+    if queued.is_err() {
+        // Memory is short: the next miss tries again.
+        o.faulting.store(false, Ordering::Release);
+    }
+}
+
+/// The ODP MR named by local key `lkey` of PD `pd`, for `ibv_advise_mr`:
+/// `ENOENT` if the key names no such MR.
+pub(crate) fn odp_mr(keys: &KeyTable, lkey: u32, pd: usize) -> Result<Arc<MrData>> {
+    keys.with(lkey >> 8, |e| match e {
+        KeyEntry::Mr(m) if m.usable(lkey, pd) && matches!(m.backing, Backing::Odp(_)) => {
+            Some(m.clone())
+        }
+        _ => None,
+    })
+    .flatten()
+    .ok_or(ENOENT)
+}
+
+impl MrData {
+    /// Faults in (`fault`) or maps what is present of (`!fault`) `len`
+    /// bytes at `va` of this ODP MR, for writing too if `write`:
+    /// `ibv_advise_mr`. Sleeps. `EPERM` for a write to read-only memory,
+    /// `EINVAL` for a range outside the MR.
+    pub(crate) fn prefetch(&self, va: u64, len: u32, write: bool, fault: bool) -> Result {
+        let Backing::Odp(o) = &self.backing else {
+            return Err(ENOENT);
+        };
+        if write && !o.umem.writable() {
+            return Err(EPERM);
+        }
+        let off = self.check(va, len, 0).map_err(|_| EINVAL)?;
+        if fault {
+            o.umem.fault(off, len as usize, write)
+        } else {
+            o.umem.snapshot(off, len as usize)
+        }
+    }
 }
 
 /// The page list of a fast-registration MR. `map_mr_sg` fills it while
@@ -146,6 +270,9 @@ pub(crate) enum KeyError {
     Access,
     /// The range is not inside the MR.
     Bounds,
+    /// An on-demand-paging MR's pages for `len` bytes at byte `off` of it
+    /// are not mapped (for writing, if `write`); a fault was asked for.
+    Absent { off: usize, len: usize, write: bool },
 }
 
 impl MrData {
@@ -162,6 +289,7 @@ impl MrData {
     fn pinned_writable(&self) -> bool {
         match &self.backing {
             Backing::User(r) => r.writable(),
+            Backing::Odp(o) => o.umem.writable(),
             Backing::Dma | Backing::Fast(_) => true,
         }
     }
@@ -214,6 +342,24 @@ impl MrData {
             Backing::User(r) => r.write(off, src).map_err(|_| KeyError::Bounds),
             Backing::Dma => KernelMemory::write(off as u64, src).map_err(|_| KeyError::Bounds),
             Backing::Fast(f) => f.each(off, src.len(), |a, r| KernelMemory::write(a, &src[r])),
+            Backing::Odp(o) => o
+                .umem
+                .write(off, src)
+                .map_err(|m| o.miss(m, off, src.len(), true)),
+        }
+    }
+
+    /// Checks that `len` bytes at offset `off` (checked by [`check`]) can
+    /// be read now: on ODP memory, that they are mapped. Copies nothing.
+    ///
+    /// [`check`]: MrData::check
+    pub(crate) fn probe(&self, off: usize, len: usize) -> core::result::Result<(), KeyError> {
+        match &self.backing {
+            Backing::Odp(o) => o
+                .umem
+                .present(off, len)
+                .map_err(|m| o.miss(m, off, len, false)),
+            _ => Ok(()),
         }
     }
 
@@ -223,6 +369,12 @@ impl MrData {
             Backing::User(r) => r.read(off, dst).map_err(|_| KeyError::Bounds),
             Backing::Dma => KernelMemory::read(off as u64, dst).map_err(|_| KeyError::Bounds),
             Backing::Fast(f) => f.each(off, dst.len(), |a, r| KernelMemory::read(a, &mut dst[r])),
+            Backing::Odp(o) => {
+                let len = dst.len();
+                o.umem
+                    .read(off, dst)
+                    .map_err(|m| o.miss(m, off, len, false))
+            }
         }
     }
 }
@@ -231,7 +383,8 @@ impl MrData {
     /// Applies `op` to the 64-bit word at byte offset `off` (checked by
     /// [`check`], 8-aligned) and returns the value it held. The key table's
     /// lock, held by [`with_key`], makes this atomic against other remote
-    /// atomics.
+    /// atomics. On ODP memory, a page mapped for reading only misses at the
+    /// write, before anything changed, and the fault asked for is a write.
     ///
     /// [`check`]: MrData::check
     pub(crate) fn atomic(
@@ -240,7 +393,14 @@ impl MrData {
         op: impl FnOnce(u64) -> u64,
     ) -> core::result::Result<u64, KeyError> {
         let mut b = [0u8; 8];
-        self.read(off, &mut b)?;
+        self.read(off, &mut b).map_err(|e| match e {
+            KeyError::Absent { off, len, .. } => KeyError::Absent {
+                off,
+                len,
+                write: true,
+            },
+            e => e,
+        })?;
         let orig = u64::from_ne_bytes(b);
         self.write(off, &op(orig).to_ne_bytes())?;
         Ok(orig)
@@ -257,10 +417,18 @@ pub(crate) fn with_key<R>(
     f: impl FnOnce(&MrData) -> core::result::Result<R, KeyError>,
 ) -> core::result::Result<R, KeyError> {
     keys.with(key >> 8, |e| match e {
-        KeyEntry::Mr(m) if m.usable(key, pd) => f(m),
+        KeyEntry::Mr(m) if m.usable(key, pd) => f(m).inspect_err(|e| fault_on_miss(m, e)),
         _ => Err(KeyError::BadKey),
     })
     .unwrap_or(Err(KeyError::BadKey))
+}
+
+/// After an access through `m` failed with `e`: a miss on an ODP MR asks
+/// for the fault.
+fn fault_on_miss(m: &Arc<MrData>, e: &KeyError) {
+    if let KeyError::Absent { off, len, write } = *e {
+        request_fault(m, off, len, write);
+    }
 }
 
 /// The responder QP a remote access arrives on: its PD and number.
@@ -284,7 +452,9 @@ pub(crate) fn with_rkey<R>(
 ) -> core::result::Result<R, KeyError> {
     let Asker { pd, qpn } = who;
     keys.locked(|t| match t.get(rkey >> 8) {
-        Some(KeyEntry::Mr(m)) if m.usable(rkey, pd) => f(m, m.check(va, len, need)?),
+        Some(KeyEntry::Mr(m)) if m.usable(rkey, pd) => {
+            f(m, m.check(va, len, need)?).inspect_err(|e| fault_on_miss(m, e))
+        }
         Some(KeyEntry::Mw(w)) if w.key == rkey && w.pd == pd => {
             let Some((win, bound_qpn)) = w.bound else {
                 return Err(KeyError::BadKey);
@@ -304,7 +474,7 @@ pub(crate) fn with_rkey<R>(
             };
             match t.get(win.mr_key >> 8) {
                 Some(KeyEntry::Mr(m)) if m.usable(win.mr_key, pd) => {
-                    f(m, m.check(at, len, mr_need)?)
+                    f(m, m.check(at, len, mr_need)?).inspect_err(|e| fault_on_miss(m, e))
                 }
                 _ => Err(KeyError::BadKey),
             }

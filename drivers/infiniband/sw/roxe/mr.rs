@@ -11,15 +11,16 @@
 //! The key table and the checks a key must pass are in `keys.rs`.
 
 use crate::device::Roxe;
-use crate::keys::{check_access, Backing, FastPages, KeyEntry, MrData};
+use crate::keys::{check_access, Backing, FastPages, KeyEntry, MrData, OdpPages};
 use crate::proto::access;
-use crate::rdma::mr::{Mr, MrInfo, Rereg, UserMrArgs};
+use crate::rdma::mr::{Advice, AdviseSge, Mr, MrInfo, Rereg, UserMrArgs};
+use crate::rdma::odp::OdpUmem;
 use crate::rdma::pd::Pd;
 use crate::rdma::random;
 use crate::rdma::udata::UData;
 use crate::rdma::umem::{PinnedRange, Umem};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use kernel::error::code::{EACCES, EINVAL, ENOMEM};
+use kernel::error::code::{EACCES, EINVAL, ENOMEM, EPERM};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -31,7 +32,13 @@ pub(crate) struct RoxeMr {
 
 /// Makes the data of a new MR, with a new key, and enters it in the key
 /// table.
-fn new_mr(pd: &Pd<Roxe>, access: u32, iova: u64, backing: Backing) -> Result<RoxeMr> {
+fn new_mr(
+    pd: &Pd<Roxe>,
+    access: u32,
+    iova: u64,
+    iova_len: u64,
+    backing: Backing,
+) -> Result<RoxeMr> {
     let dev = pd.device().data();
     dev.mrs.take()?;
     let tag = random::u32() & 0xff;
@@ -47,6 +54,7 @@ fn new_mr(pd: &Pd<Roxe>, access: u32, iova: u64, backing: Backing) -> Result<Rox
     let (length, valid) = match &backing {
         Backing::Dma => (u64::MAX, true),
         Backing::User(r) => (r.len() as u64, true),
+        Backing::Odp(_) => (iova_len, true),
         Backing::Fast(_) => (0, false),
     };
     let data = MrData {
@@ -78,7 +86,7 @@ fn release_key(pd_dev: &crate::device::RoxeDev, index: u32) {
 
 pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<(RoxeMr, MrInfo)> {
     let access = check_access(access)?;
-    let mr = new_mr(pd, access, 0, Backing::Dma)?;
+    let mr = new_mr(pd, access, 0, 0, Backing::Dma)?;
     let key = mr.data.key();
     Ok((
         mr,
@@ -106,9 +114,17 @@ pub(crate) fn reg_user(
     // The last byte's address must not wrap, on either side.
     args.start.checked_add(args.length - 1).ok_or(EINVAL)?;
     args.iova.checked_add(args.length - 1).ok_or(EINVAL)?;
-    let umem = Umem::get(pd.device(), args.start, args.length, access)?;
-    let range = PinnedRange::new(umem, args.length)?;
-    let mr = new_mr(pd, access, args.iova, Backing::User(range))?;
+    let backing = if args.access & access::ON_DEMAND != 0 {
+        // Paged on demand: nothing pinned. Huge-page memory is still
+        // taken (the core maps huge pages as their small ones).
+        let odp_access = (access & !access::HUGETLB) | access::ON_DEMAND;
+        let umem = OdpUmem::get(pd.device(), args.start, args.length, odp_access)?;
+        Backing::Odp(OdpPages::new(umem))
+    } else {
+        let umem = Umem::get(pd.device(), args.start, args.length, access)?;
+        Backing::User(PinnedRange::new(umem, args.length)?)
+    };
+    let mr = new_mr(pd, access, args.iova, args.length, backing)?;
     let key = mr.data.key();
     Ok((
         mr,
@@ -139,6 +155,10 @@ pub(crate) fn rereg(
         return Err(EINVAL);
     }
     let access = if what.access {
+        // Paging on demand is chosen at registration, not changed later.
+        if args.access & access::ON_DEMAND != 0 {
+            return Err(EINVAL);
+        }
         check_access(args.access)?
     } else {
         this.data.access.load(Ordering::Acquire)
@@ -169,6 +189,34 @@ pub(crate) fn rereg(
     Ok(None)
 }
 
+/// `ibv_advise_mr`: faults in (or, with `PrefetchNoFault`, maps what is
+/// present of) the ranges of ODP MRs of `pd` that `sges` name. With
+/// `flush` it is done before this returns; otherwise it runs on the fault
+/// queue, best effort, as prefetching is only a hint.
+pub(crate) fn advise(pd: &Pd<Roxe>, advice: Advice, flush: bool, sges: &[AdviseSge]) -> Result {
+    let write = advice == Advice::PrefetchWrite;
+    let fault = advice != Advice::PrefetchNoFault;
+    let keys = &pd.device().data().mr_table;
+    for s in sges {
+        // A bad key is an error even when the work is queued.
+        let mr = crate::keys::odp_mr(keys, s.lkey, pd.id())?;
+        if flush {
+            mr.prefetch(s.addr, s.length, write, fault)?;
+            continue;
+        }
+        if write && mr.access() & access::LOCAL_WRITE == 0 {
+            return Err(EPERM);
+        }
+        let (addr, length) = (s.addr, s.length);
+        // Best effort: a prefetch that cannot be queued, or fails later,
+        // only leaves the pages to be faulted when used.
+        let _ = crate::rdma::odp::spawn(move || {
+            let _ = mr.prefetch(addr, length, write, fault);
+        });
+    }
+    Ok(())
+}
+
 /// The most pages a fast-registration MR maps.
 pub(crate) const MAX_FAST_PAGES: u32 = 512;
 
@@ -188,7 +236,7 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_num_sg: u32) -> Result<(RoxeMr, MrIn
         shift: AtomicU32::new(12),
         first: AtomicU64::new(0),
     };
-    let mr = new_mr(pd, 0, 0, Backing::Fast(fast))?;
+    let mr = new_mr(pd, 0, 0, 0, Backing::Fast(fast))?;
     let key = mr.data.key();
     Ok((
         mr,

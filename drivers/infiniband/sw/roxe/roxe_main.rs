@@ -111,17 +111,21 @@ struct RoxeModule {
     // 3. stop listening to netdev events, which only matter while devices
     //    exist (the handler detaches netdevs, so it must go before 4);
     // 4. close whatever RoCEv2 sockets are left in any namespace, waiting
-    //    for running receive hooks.
+    //    for running receive hooks;
+    // 5. destroy the queue on-demand paging faults run on (each device
+    //    waited for its own as it went).
     _link: rdma::link::Registration<verbs::Link>,
     _devices: rdma::device::DriverRegistration<device::Roxe>,
     _notifier: net::notifier::Registration<netevent::Events>,
     _sockets: net::udp::NetSockets<rx::Rx>,
+    _faults: rdma::odp::FaultQueue,
 }
 
 impl kernel::Module for RoxeModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Set up in the reverse of the teardown order. No socket opens
         // here: a namespace gets its own with its first device.
+        let faults = rdma::odp::FaultQueue::new(kernel::c_str!("roxe_odp"))?;
         let sockets = net::udp::NetSockets::register()?;
         let notifier = net::notifier::Registration::new(netevent::Events)?;
         let devices = rdma::device::DriverRegistration::new();
@@ -132,6 +136,7 @@ impl kernel::Module for RoxeModule {
             _devices: devices,
             _notifier: notifier,
             _sockets: sockets,
+            _faults: faults,
         })
     }
 }

@@ -22,12 +22,16 @@ use crate::rdma::ah::{AhAttr, AhOps};
 use crate::rdma::attr::{
     DeviceAttr, PhysState, PortAttr, PortImmutable, PortState, MGMT_MAD_SIZE, PORT_CM_SUP,
 };
+use crate::rdma::attr::{
+    OdpCaps, ODP_ATOMIC, ODP_ATOMIC_WRITE, ODP_FLUSH, ODP_READ, ODP_RECV, ODP_SEND, ODP_SRQ_RECV,
+    ODP_SUPPORT, ODP_WRITE,
+};
 use crate::rdma::cq::{Cq, CqInit, CqOps, Notify, Wc};
 use crate::rdma::device::{
     Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN, MAD_LEN,
 };
 use crate::rdma::link::LinkOps;
-use crate::rdma::mr::{Mr, MrInfo, MrOps, Rereg, UserMrArgs};
+use crate::rdma::mr::{Advice, AdviseSge, Mr, MrInfo, MrOps, Rereg, UserMrArgs};
 use crate::rdma::mw::{MwOps, MwType};
 use crate::rdma::pd::{Pd, PdOps};
 use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit, QpOps, QpTimer, Sge};
@@ -135,6 +139,22 @@ impl Driver for Roxe {
             allow_user_unregister: true,
             // Remote atomics run under the device's key-table lock.
             atomic_hca: true,
+            // ODP MRs serve every RC operation, and UD sends. (A UD receive
+            // into one that misses loses the datagram, so it is not
+            // offered; UC would lose its message.)
+            odp: OdpCaps {
+                general: ODP_SUPPORT,
+                rc: ODP_SEND
+                    | ODP_RECV
+                    | ODP_WRITE
+                    | ODP_READ
+                    | ODP_ATOMIC
+                    | ODP_SRQ_RECV
+                    | ODP_FLUSH
+                    | ODP_ATOMIC_WRITE,
+                uc: 0,
+                ud: ODP_SEND,
+            },
             ..DeviceAttr::default()
         })
     }
@@ -290,6 +310,10 @@ impl MrOps<Roxe> for RoxeMr {
 
     fn dereg(mr: &Mr<Roxe>) -> Result {
         mr::dereg(mr)
+    }
+
+    fn advise(pd: &Pd<Roxe>, advice: Advice, flush: bool, sges: &[AdviseSge]) -> Result {
+        mr::advise(pd, advice, flush, sges)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::device::Roxe;
 use crate::keys::{self, KeyError};
 use crate::proto::access::LOCAL_WRITE;
 use crate::proto::qp::{RECV_WQE_HEADER, SGE_SIZE};
+use crate::proto::responder::ScatterError;
 use crate::proto::wr::{WcStatus, MAX_SGE};
 use crate::rdma::device::Device;
 use crate::rdma::qp::Sge as KSge;
@@ -128,7 +129,7 @@ impl RecvCopy {
         pd: usize,
         off: u64,
         data: &[u8],
-    ) -> core::result::Result<(), WcStatus> {
+    ) -> core::result::Result<(), ScatterError> {
         let sges = self.sges[..self.num_sge].iter().map(|s| Ok(*s));
         for_pieces(sges, off, data.len(), |va, lkey, r| {
             let src = &data[r];
@@ -143,19 +144,20 @@ impl RecvCopy {
 /// Splits message bytes `off..off + len` over the SGEs `sges` and calls
 /// `f(address, lkey, range in the message piece)` for each part, in order.
 /// Fails with `LocLenErr` if the SGEs are too short and `LocProtErr` where
-/// `f` reports a key error.
+/// `f` reports a key error, and stops with `NotPresent` where it reports
+/// memory paged on demand that is not mapped yet (a fault was asked for).
 pub(crate) fn for_pieces(
     sges: impl Iterator<Item = core::result::Result<Sge, WcStatus>>,
     mut off: u64,
     len: usize,
     mut f: impl FnMut(u64, u32, core::ops::Range<usize>) -> core::result::Result<(), KeyError>,
-) -> core::result::Result<(), WcStatus> {
+) -> core::result::Result<(), ScatterError> {
     let mut done = 0usize;
     for s in sges {
         if done == len {
             break;
         }
-        let s = s?;
+        let s = s.map_err(ScatterError::Failed)?;
         let sl = u64::from(s.length);
         if off >= sl {
             off -= sl;
@@ -163,14 +165,20 @@ pub(crate) fn for_pieces(
         }
         // CAST: below the SGE length, a u32.
         let n = ((sl - off) as usize).min(len - done);
-        let va = s.addr.checked_add(off).ok_or(WcStatus::LocProtErr)?;
-        f(va, s.lkey, done..done + n).map_err(|_| WcStatus::LocProtErr)?;
+        let va = s
+            .addr
+            .checked_add(off)
+            .ok_or(ScatterError::Failed(WcStatus::LocProtErr))?;
+        f(va, s.lkey, done..done + n).map_err(|e| match e {
+            KeyError::Absent { .. } => ScatterError::NotPresent,
+            _ => ScatterError::Failed(WcStatus::LocProtErr),
+        })?;
         done += n;
         off = 0;
     }
     if done == len {
         Ok(())
     } else {
-        Err(WcStatus::LocLenErr)
+        Err(ScatterError::Failed(WcStatus::LocLenErr))
     }
 }

@@ -19,7 +19,9 @@ use roxe_proto::headers::{
 use roxe_proto::opcode::{Opcode, Operation, Transport};
 use roxe_proto::psn::Psn;
 use roxe_proto::req::{self, Completion, Requester, Segment, Span, Wqe};
-use roxe_proto::responder::{self, AtomicOp, ReadSegment, RecvCompletion, Responder};
+use roxe_proto::responder::{
+    self, AtomicOp, MemError, ReadSegment, RecvCompletion, Responder, ScatterError,
+};
 use roxe_proto::wr::{SendOp, WcOp, WcStatus};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -137,6 +139,10 @@ pub struct PairCfg {
     pub mix: Mix,
     /// The test expects the pair to fail.
     pub may_fail: bool,
+    /// Per million accesses, the responder's memory (a receive buffer,
+    /// the target of a write, read or atomic) is not mapped yet, as with
+    /// on-demand paging before the driver faulted it in.
+    pub absent_ppm: u32,
 }
 
 impl PairCfg {
@@ -155,6 +161,7 @@ impl PairCfg {
             max_len: 64 * 1024,
             mix: Mix::All,
             may_fail: false,
+            absent_ppm: 0,
         }
     }
 }
@@ -218,6 +225,8 @@ pub struct Stats {
     pub retransmitted: u64,
     pub seq_naks: u64,
     pub rnr_naks: u64,
+    /// Accesses that found the responder's memory not mapped yet.
+    pub not_present: u64,
     pub timers: u64,
     pub req_discards: HashMap<String, u64>,
     pub resp_discards: HashMap<String, u64>,
@@ -271,6 +280,8 @@ struct RespSide {
     starve: bool,
     /// One past the highest read response PSN sent.
     read_high: Option<Psn>,
+    /// [`PairCfg::absent_ppm`].
+    absent_ppm: u32,
 }
 
 pub struct Pair {
@@ -602,6 +613,15 @@ struct RespIo<'a> {
 }
 
 impl RespIo<'_> {
+    /// Whether this access finds its memory not mapped yet.
+    fn absent(&mut self) -> bool {
+        let hit = self.net.rng.ppm(self.side.absent_ppm);
+        if hit {
+            self.net.stats.not_present += 1;
+        }
+        hit
+    }
+
     fn range(&self, rkey: u32, va: u64, len: u32) -> Option<std::ops::Range<usize>> {
         if rkey != RKEY || va < MEM_VA {
             return None;
@@ -632,10 +652,13 @@ impl responder::Io for RespIo<'_> {
         self.side.rq.pop_front()
     }
 
-    fn scatter(&mut self, r: &RecvWqe, off: u64, data: &[u8]) -> Result<(), WcStatus> {
+    fn scatter(&mut self, r: &RecvWqe, off: u64, data: &[u8]) -> Result<(), ScatterError> {
         let end = off + data.len() as u64;
         if end > u64::from(r.cap) {
-            return Err(WcStatus::LocLenErr);
+            return Err(ScatterError::Failed(WcStatus::LocLenErr));
+        }
+        if self.absent() {
+            return Err(ScatterError::NotPresent);
         }
         let buf = self.side.bufs.get_mut(&r.id).expect("a posted receive");
         let (off, end) = (off as usize, end as usize);
@@ -674,24 +697,36 @@ impl responder::Io for RespIo<'_> {
         self.range(rkey, va, len).is_some()
     }
 
-    fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
+    fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), MemError> {
         // CAST: a payload is at most one MTU.
         match self.range(rkey, va, data.len() as u32) {
+            Some(_) if self.absent() => Err(MemError::NotPresent),
             Some(r) => {
                 self.side.mem[r].copy_from_slice(data);
-                true
+                Ok(())
             }
-            None => false,
+            None => Err(MemError::Refused),
         }
     }
 
-    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Option<u64> {
-        let r = self.range(rkey, va, 8)?;
-        let b: [u8; 8] = self.side.mem[r.clone()].try_into().ok()?;
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
+        let r = self.range(rkey, va, 8).ok_or(MemError::Refused)?;
+        if self.absent() {
+            return Err(MemError::NotPresent);
+        }
+        let b: [u8; 8] = self.side.mem[r.clone()].try_into().unwrap();
         let v = u64::from_ne_bytes(b);
         self.side.mem[r].copy_from_slice(&op.apply(v).to_ne_bytes());
         self.net.stats.atomics_executed += 1;
-        Some(v)
+        Ok(v)
+    }
+
+    fn readable_now(&mut self, _rkey: u32, _va: u64, _len: u32) -> Result<(), MemError> {
+        if self.absent() {
+            Err(MemError::NotPresent)
+        } else {
+            Ok(())
+        }
     }
 
     fn flush(&mut self, rkey: u32, va: u64, len: u32, _need: u32, whole: bool) -> bool {
@@ -829,6 +864,7 @@ impl Sim {
                     fatal: false,
                     starve: false,
                     read_high: None,
+                    absent_ppm: c.absent_ppm,
                 },
                 shadow: mem.clone(),
             });

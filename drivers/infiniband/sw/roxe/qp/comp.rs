@@ -20,6 +20,7 @@ use crate::proto::headers::Packet;
 use crate::proto::opcode::{Opcode, Operation};
 use crate::proto::psn::Psn;
 use crate::proto::qp::State;
+use crate::proto::responder::ScatterError;
 use crate::proto::wr::{SendOp, WcStatus};
 use crate::rdma::qp::{Qp, QpType};
 use crate::uapi::SendWqe;
@@ -141,7 +142,14 @@ fn read_response(
         }
     }
     let status = match op {
-        SendOp::RdmaRead => scatter_read(qp, idx, &w, off, pkt.payload),
+        SendOp::RdmaRead => match scatter_read(qp, idx, &w, off, pkt.payload) {
+            Ok(()) => Ok(()),
+            Err(ScatterError::Failed(e)) => Err(e),
+            Err(ScatterError::NotPresent) => {
+                wait_for_fault(qp, st);
+                return Err(Drop::NotPresent);
+            }
+        },
         // An Atomic Write's answer carries no data: its SGE is the
         // source, never written.
         SendOp::AtomicWrite | SendOp::Flush if pkt.payload.is_empty() => Ok(()),
@@ -199,15 +207,23 @@ fn atomic_ack(
         return Err(Drop::Unexpected);
     }
     let orig = pkt.ext.atomic_ack_eth.ok_or(Drop::Unexpected)?.orig;
+    let placed = scatter_read(qp, idx, &w, 0, &orig.to_ne_bytes());
+    if placed == Err(ScatterError::NotPresent) {
+        // Asked again, the responder answers from its memory of the
+        // atomic and does not run it twice.
+        wait_for_fault(qp, st);
+        return Err(Drop::NotPresent);
+    }
     st.comp.una = psn.next();
     progress(st);
     st.req.reads_out = st.req.reads_out.saturating_sub(1);
-    match scatter_read(qp, idx, &w, 0, &orig.to_ne_bytes()) {
+    match placed {
         Ok(()) => complete_send(qp, st, &w, op, WcStatus::Success, 8),
-        Err(e) => {
+        Err(ScatterError::Failed(e)) => {
             fail(qp, st, &w, op, e);
             return Ok(());
         }
+        Err(ScatterError::NotPresent) => return Err(Drop::NotPresent),
     }
     ack_up_to(qp, st, psn);
     send_pending(qp, st);
@@ -447,6 +463,18 @@ fn rnr_nak(qp: &Qp<Roxe>, st: &mut QpState, usecs: u32) {
     qp.arm_timer(usecs.div_ceil(1000).max(1));
 }
 
+/// A response's data could not land: the local buffer is paged on demand
+/// and not mapped yet, and a fault was asked for. Ask again from the first
+/// response missing after a short wait, as after an RNR NAK, without
+/// spending a retry. (A fault that fails makes the next landing an error,
+/// so this ends.)
+fn wait_for_fault(qp: &Qp<Roxe>, st: &mut QpState) {
+    go_back(qp, st);
+    st.comp.rnr_wait = true;
+    st.req.kick = false;
+    qp.arm_timer(1);
+}
+
 /// Completes every sent WQE, up to the first read, whose last PSN is at or
 /// before `psn`.
 fn ack_up_to(qp: &Qp<Roxe>, st: &mut QpState, psn: Psn) {
@@ -526,7 +554,7 @@ fn scatter_read(
     w: &SendWqe,
     off: u32,
     data: &[u8],
-) -> core::result::Result<(), WcStatus> {
+) -> core::result::Result<(), ScatterError> {
     let (dev, pd) = (qp.device().data(), qp.pd_id());
     for_pieces(
         send_sges(qp.data(), idx, w),

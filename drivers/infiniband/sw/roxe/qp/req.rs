@@ -17,6 +17,7 @@ use crate::proto::opcode::{Opcode, Operation, Position, Transport as Wire};
 use crate::proto::psn::Psn;
 use crate::proto::qp::State;
 use crate::proto::qp::{SEND_WQE_HEADER, SGE_SIZE};
+use crate::proto::responder::ScatterError;
 use crate::proto::seg;
 use crate::proto::udp;
 use crate::proto::wr::MAX_SGE;
@@ -64,6 +65,34 @@ pub(crate) struct ReqState {
     /// A FLUSH of this QP was answered, so the peer takes the
     /// ICRC `flush_icrc_rxe` chooses.
     pub(crate) flush_icrc_known: bool,
+    /// A message's data is in memory paged on demand that is not mapped
+    /// yet; the timer tries again while the fault runs.
+    odp_wait: bool,
+}
+
+/// Why sending a WQE stopped at the packet it was building.
+enum Halt {
+    /// The WQE fails with this status.
+    Fail(WcStatus),
+    /// Its data is in memory paged on demand that is not mapped: a fault
+    /// was asked for, nothing was sent or recorded for this packet, and it
+    /// goes once the memory is in.
+    Fault,
+}
+
+impl From<WcStatus> for Halt {
+    fn from(s: WcStatus) -> Self {
+        Halt::Fail(s)
+    }
+}
+
+impl From<ScatterError> for Halt {
+    fn from(e: ScatterError) -> Self {
+        match e {
+            ScatterError::Failed(s) => Halt::Fail(s),
+            ScatterError::NotPresent => Halt::Fault,
+        }
+    }
 }
 
 impl ReqState {
@@ -82,6 +111,7 @@ impl ReqState {
             credit_short_since: None,
             flush_icrc_rxe: false,
             flush_icrc_known: false,
+            odp_wait: false,
         }
     }
 
@@ -134,6 +164,7 @@ impl ReqState {
         self.credit_short_since = None;
         self.sq_blocked = None;
         self.reads_out = 0;
+        self.odp_wait = false;
     }
 }
 
@@ -211,6 +242,11 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     if budget == 0 {
         st.req.kick = true;
         qp.arm_timer(0);
+    } else if core::mem::take(&mut st.req.odp_wait) {
+        // The fault is under way on the fault queue: look again soon. (A
+        // fault that fails makes the next look an error, so this ends.)
+        st.req.kick = true;
+        qp.arm_timer(1);
     } else if core::mem::take(&mut st.req.credit_wait) && st.comp.una == st.req.npsn {
         // Other QPs' reads hold the device's credits, and nothing this QP
         // sent is in flight to answer and resume it: try again soon, without
@@ -305,7 +341,16 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
             }
             // Stopped part-way by the window or the budget.
             Ok(None) => return,
-            Err(status) => {
+            Err(Halt::Fault) => {
+                // Where it stopped, it goes on once the memory is in.
+                st.req.odp_wait = true;
+                qp.device()
+                    .data()
+                    .counters
+                    .event(crate::counters::Event::ReqOdpWait);
+                return;
+            }
+            Err(Halt::Fail(status)) => {
                 st.req.sq_pkt = 0;
                 if in_flight == 0 {
                     fail(qp, st, &w, op, status);
@@ -369,7 +414,7 @@ fn send_ud(
     w: &SendWqe,
     op: SendOp,
     ndev: &NetDevice,
-) -> core::result::Result<u32, WcStatus> {
+) -> core::result::Result<u32, Halt> {
     let dev = qp.device();
     let len = msg_len(qp.data(), idx, w)?;
     // Only an AH of the QP's own PD (and user space's own, for a user QP).
@@ -386,7 +431,7 @@ fn send_ud(
         return Ok(len);
     };
     if len > path.mtu() {
-        return Err(WcStatus::LocLenErr);
+        return Err(WcStatus::LocLenErr.into());
     }
     let opcode = seg::request_opcode(Wire::Ud, op, Position::Only).ok_or(WcStatus::LocQpOpErr)?;
     let qkey = if w.remote_qkey & QKEY_FROM_QP != 0 {
@@ -394,12 +439,8 @@ fn send_ud(
     } else {
         w.remote_qkey
     };
-    let mut bth = Bth::new(
-        opcode,
-        DEFAULT_PKEY,
-        w.remote_qpn & headers::QPN_MASK,
-        st.req.npsn,
-    );
+    let psn = st.req.npsn;
+    let mut bth = Bth::new(opcode, DEFAULT_PKEY, w.remote_qpn & headers::QPN_MASK, psn);
     bth.se = w.send_flags & send_flags::SOLICITED != 0;
     bth.pad = headers::pad_len(len as usize);
     st.req.npsn = st.req.npsn.next();
@@ -430,7 +471,12 @@ fn send_ud(
         },
     );
     match err {
-        Some(e) => Err(e),
+        Some(ScatterError::NotPresent) => {
+            // Not sent: it goes with this PSN once its data is in.
+            st.req.npsn = psn;
+            Err(Halt::Fault)
+        }
+        Some(ScatterError::Failed(e)) => Err(Halt::Fail(e)),
         None => Ok(len),
     }
 }
@@ -559,9 +605,9 @@ fn send_connected(
     op: SendOp,
     t: Wire,
     budget: &mut u32,
-) -> core::result::Result<Option<u32>, WcStatus> {
+) -> core::result::Result<Option<u32>, Halt> {
     if op == SendOp::Flush {
-        return send_flush(qp, st, idx, w, t, budget);
+        return Ok(send_flush(qp, st, idx, w, t, budget)?);
     }
     let atomic = matches!(op, SendOp::CmpSwap | SendOp::FetchAdd);
     // Atomic Write's 8 bytes come from the message, or (with no SGE and no
@@ -574,12 +620,12 @@ fn send_connected(
         msg_len(qp.data(), idx, w)?
     };
     if atomic && (len < 8 || w.remote_addr % 8 != 0) {
-        return Err(WcStatus::LocLenErr);
+        return Err(WcStatus::LocLenErr.into());
     }
     // Atomic Write puts exactly 8 bytes, in one packet answered like a read.
     let atomic_write = op == SendOp::AtomicWrite;
     if atomic_write && len != 8 {
-        return Err(WcStatus::LocLenErr);
+        return Err(WcStatus::LocLenErr.into());
     }
     let route_mtu = st
         .path
@@ -620,7 +666,7 @@ fn send_connected(
         }
     }
     let Some(path) = st.path.as_ref() else {
-        return Err(WcStatus::LocQpOpErr);
+        return Err(WcStatus::LocQpOpErr.into());
     };
     let (first, _, _) = st.req.wqe_psn(idx);
     let dqpn = st.attr.dest_qp_num;
@@ -650,8 +696,13 @@ fn send_connected(
                 *budget += 1;
                 return Ok(None);
             }
-        } else {
-            data_packet(qp, path, &mut st.req, &m)?;
+        } else if let Err(h) = data_packet(qp, path, &mut st.req, &m) {
+            if matches!(h, Halt::Fault) && st.req.sq_pkt == 0 && waits {
+                // Counted as started above; it starts again once its
+                // data is in.
+                st.req.reads_out = st.req.reads_out.saturating_sub(1);
+            }
+            return Err(h);
         }
     }
     st.req.sq_pkt = 0;
@@ -778,7 +829,7 @@ fn data_packet(
     path: &Path,
     req: &mut ReqState,
     m: &Message<'_>,
-) -> core::result::Result<(), WcStatus> {
+) -> core::result::Result<(), Halt> {
     let (w, i) = (m.w, req.sq_pkt);
     // Below 2^31 + MTU: fits.
     let off = i * m.mtu;
@@ -822,7 +873,7 @@ fn data_packet(
             let got = if m.value_in_wqe {
                 buf.get_mut(..8)
                     .map(|b| b.copy_from_slice(&w.compare_add.to_ne_bytes()))
-                    .ok_or(WcStatus::LocLenErr)
+                    .ok_or(ScatterError::Failed(WcStatus::LocLenErr))
             } else {
                 gather(qp, m.idx, w, off, buf)
             };
@@ -836,7 +887,7 @@ fn data_packet(
         },
     );
     if let Some(e) = err {
-        return Err(e);
+        return Err(e.into());
     }
     req.sq_pkt += 1;
     req.npsn = req.npsn.next();
@@ -922,13 +973,13 @@ pub(crate) fn gather(
     w: &SendWqe,
     off: u32,
     dst: &mut [u8],
-) -> core::result::Result<(), WcStatus> {
+) -> core::result::Result<(), ScatterError> {
     let this = qp.data();
     if w.send_flags & send_flags::INLINE != 0 {
         return this
             .sq
             .read_bytes(idx, SEND_WQE_HEADER as usize + off as usize, dst)
-            .ok_or(WcStatus::LocLenErr);
+            .ok_or(ScatterError::Failed(WcStatus::LocLenErr));
     }
     let (dev, pd) = (qp.device().data(), qp.pd_id());
     let len = dst.len();

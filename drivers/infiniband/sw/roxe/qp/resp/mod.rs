@@ -29,7 +29,7 @@ use crate::proto::headers::{self, Aeth, AtomicAckEth, Bth, Ext, Packet, DEFAULT_
 use crate::proto::opcode::{Opcode, Transport};
 use crate::proto::psn::Psn;
 use crate::proto::responder::{
-    self as proto_resp, AtomicOp, Discard, Io, ReadSegment, RecvCompletion,
+    self as proto_resp, AtomicOp, Discard, Io, MemError, ReadSegment, RecvCompletion, ScatterError,
 };
 use crate::proto::udp;
 use crate::rdma::qp::Qp;
@@ -133,12 +133,7 @@ impl Io for Kernel<'_> {
         pop_queue(self.qp, self.rq_consumer)
     }
 
-    fn scatter(
-        &mut self,
-        r: &RecvCopy,
-        off: u64,
-        data: &[u8],
-    ) -> Result<(), crate::proto::wr::WcStatus> {
+    fn scatter(&mut self, r: &RecvCopy, off: u64, data: &[u8]) -> Result<(), ScatterError> {
         r.scatter(self.qp.device(), self.qp.pd_id(), off, data)
     }
 
@@ -161,20 +156,27 @@ impl Io for Kernel<'_> {
             .is_ok()
     }
 
-    fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
+    fn write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<(), MemError> {
         // CAST: a payload is at most one MTU.
         let len = data.len() as u32;
         self.with_remote(rkey, va, len, REMOTE_WRITE, |m, o| m.write(o, data))
-            .is_ok()
+            .map_err(mem_error)
     }
 
-    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Option<u64> {
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
         // Under the key table's lock, so no other atomic or Atomic Write
         // sees half of it.
         self.with_remote(rkey, va, 8, REMOTE_ATOMIC, |m, o| {
             m.atomic(o, |v| op.apply(v))
         })
-        .ok()
+        .map_err(mem_error)
+    }
+
+    fn readable_now(&mut self, rkey: u32, va: u64, len: u32) -> Result<(), MemError> {
+        // An ODP MR: every page of the burst mapped. (A miss asks for the
+        // fault; a fault that kept failing is an access error.)
+        self.with_remote(rkey, va, len, REMOTE_READ, |m, o| m.probe(o, len as usize))
+            .map_err(mem_error)
     }
 
     fn flush(&mut self, rkey: u32, va: u64, len: u32, need: u32, whole_mr: bool) -> bool {
@@ -231,12 +233,21 @@ impl Io for Kernel<'_> {
     }
 }
 
+/// A refused access (a bad key) or a miss on memory paged on demand.
+fn mem_error(e: KeyError) -> MemError {
+    match e {
+        KeyError::Absent { .. } => MemError::NotPresent,
+        _ => MemError::Refused,
+    }
+}
+
 /// Why the driver counts a packet the responder did not take.
 fn drop_reason(d: Discard) -> Drop {
     match d {
         Discard::State => Drop::State,
         Discard::Psn => Drop::Psn,
         Discard::NoRecv => Drop::NoRecv,
+        Discard::NotPresent => Drop::NotPresent,
         Discard::Key => Drop::Key,
         Discard::Length => Drop::Length,
         Discard::Duplicate => Drop::Duplicate,

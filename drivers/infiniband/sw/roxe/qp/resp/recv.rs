@@ -10,6 +10,7 @@ use crate::limits::PORT;
 use crate::proto::headers::Packet;
 use crate::proto::ip;
 use crate::proto::mtu::IbMtu;
+use crate::proto::responder::ScatterError;
 use crate::proto::wr::{WcOp, WcStatus};
 use crate::qp::QpState;
 use crate::rdma::qp::Qp;
@@ -78,7 +79,11 @@ pub(crate) fn recv_ud(
     if pkt.payload.len() > mtu.bytes() as usize {
         return Err(Drop::Length);
     }
-    let r = pop_queue(qp, &mut st.rq_consumer).ok_or(Drop::NoRecv)?;
+    // The WQE a datagram that missed ODP memory left comes first.
+    let r = match st.resp.take_held() {
+        Some(r) => r,
+        None => pop_queue(qp, &mut st.rq_consumer).ok_or(Drop::NoRecv)?,
+    };
     let pd = qp.pd_id();
     let dev = qp.device();
     // CAST: a UD payload is at most one MTU.
@@ -86,8 +91,20 @@ pub(crate) fn recv_ud(
     let res = if u64::from(byte_len) > r.total() {
         Err(WcStatus::LocLenErr)
     } else {
-        r.scatter(dev, pd, 0, &grh)
+        match r
+            .scatter(dev, pd, 0, &grh)
             .and_then(|()| r.scatter(dev, pd, grh.len() as u64, pkt.payload))
+        {
+            Ok(()) => Ok(()),
+            Err(ScatterError::Failed(s)) => Err(s),
+            Err(ScatterError::NotPresent) => {
+                // Its buffer is paged on demand and not mapped yet: the
+                // datagram is lost (as UD may lose any), the WQE waits for
+                // the next one, and the fault is under way.
+                st.resp.hold(r);
+                return Err(Drop::NotPresent);
+            }
+        }
     };
     let mut cqe = recv_cqe(
         qp,
