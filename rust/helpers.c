@@ -776,6 +776,16 @@ void *roxe_odp_entry_ptr(u64 entry)
 	return ib_virt_dma_to_ptr(entry & ODP_DMA_ADDR_MASK);
 }
 
+void roxe_odp_mmgrab(struct ib_umem_odp *odp)
+{
+	mmgrab(odp->umem.owning_mm);
+}
+
+void roxe_odp_mmdrop(struct ib_umem_odp *odp)
+{
+	mmdrop(odp->umem.owning_mm);
+}
+
 struct workqueue_struct *roxe_alloc_wq(const char *name)
 {
 	return alloc_workqueue("%s", WQ_UNBOUND | WQ_MEM_RECLAIM, 0, name);

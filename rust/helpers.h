@@ -105,6 +105,8 @@ void *roxe_odp_private(struct ib_umem_odp *odp);
 void roxe_odp_set_private(struct ib_umem_odp *odp, void *p);
 u64 roxe_odp_entry(struct ib_umem_odp *odp, size_t idx);
 void *roxe_odp_entry_ptr(u64 entry);
+void roxe_odp_mmgrab(struct ib_umem_odp *odp);
+void roxe_odp_mmdrop(struct ib_umem_odp *odp);
 struct workqueue_struct *roxe_alloc_wq(const char *name);
 void roxe_destroy_wq(struct workqueue_struct *wq);
 void roxe_flush_wq(struct workqueue_struct *wq);

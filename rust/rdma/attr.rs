@@ -85,6 +85,9 @@ pub(crate) struct OdpCaps {
 
 /// `IB_ODP_SUPPORT`: ODP MRs over a given range.
 pub(crate) const ODP_SUPPORT: u64 = bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT as u64;
+/// `IB_ODP_SUPPORT_IMPLICIT`: ODP MRs over the whole address space.
+pub(crate) const ODP_SUPPORT_IMPLICIT: u64 =
+    bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT_IMPLICIT as u64;
 /// Per-transport ODP operations (`ib_odp_transport_cap_bits`).
 pub(crate) const ODP_SEND: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND;
 pub(crate) const ODP_RECV: u32 = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV;

@@ -156,16 +156,25 @@ impl OdpUmem {
         if access & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND == 0 || access & huge != 0 {
             return Err(EINVAL);
         }
-        let shared = KBox::pin_init(
-            pin_init!(Shared {
-                unmapping <- new_spinlock_irq!((0, 0), "roxe_odp_umem"),
-            }),
-            GFP_KERNEL,
-        )?;
+        let shared = Self::new_shared()?;
         // SAFETY: The device is valid; `OPS` is static; the call takes the
         // calling process's mm and returns an `ERR_PTR` on failure.
         let raw =
             unsafe { bindings::ib_umem_odp_get(dev.as_raw(), addr, len, access as i32, &OPS) };
+        // SAFETY: `raw` came from `ib_umem_odp_get` with `OPS`, without
+        // HUGETLB.
+        unsafe { Self::adopt(raw, shared) }
+    }
+
+    /// Takes `raw`, an `ERR_PTR` or a new umem made with [`OPS`] and page
+    /// shift `PAGE_SHIFT`, points its `private` at `shared`, and maps the
+    /// pages the process has touched already (no fault needed for them
+    /// later; a range with nothing mapped is not an error).
+    ///
+    /// # Safety
+    ///
+    /// `raw` is as above, and owned by nobody else.
+    unsafe fn adopt(raw: *mut bindings::ib_umem_odp, shared: Pin<KBox<Shared>>) -> Result<Self> {
         let v = raw as isize;
         if (-4095..0).contains(&v) {
             // CAST: within the errno range checked above.
@@ -181,12 +190,22 @@ impl OdpUmem {
             bindings::roxe_odp_set_private(raw.as_ptr(), p);
             bindings::roxe_odp_unlock(raw.as_ptr());
         }
-        // INVARIANT: as checked and set above (no HUGETLB: `PAGE_SHIFT`).
+        // INVARIANT: by the safety requirements, and `private` set above.
         let this = Self { raw, shared };
-        // What the process has touched already needs no fault later. A
-        // range with nothing mapped is not an error.
-        let _ = this.map(0, len, false, false);
+        // SAFETY: The umem is live.
+        let len = unsafe { bindings::roxe_odp_end(raw.as_ptr()) - bindings::roxe_odp_start(raw.as_ptr()) };
+        // CAST: a umem's length fits memory.
+        let _ = this.map(0, len as usize, false, true);
         Ok(this)
+    }
+
+    fn new_shared() -> Result<Pin<KBox<Shared>>> {
+        KBox::pin_init(
+            pin_init!(Shared {
+                unmapping <- new_spinlock_irq!((0, 0), "roxe_odp_umem"),
+            }),
+            GFP_KERNEL,
+        )
     }
 
     /// Whether the data path may write the memory at all.
@@ -337,6 +356,79 @@ impl Drop for OdpUmem {
         // removes the notifier, waiting for a running invalidation, before
         // `shared` (which `private` names) is freed after it.
         unsafe { bindings::ib_umem_odp_release(self.raw.as_ptr()) };
+    }
+}
+
+/// The root of an implicit on-demand-paging registration: the whole
+/// address space of the registering process, with no page table of its
+/// own. Its pieces are [`OdpUmem`]s made by [`ImplicitRoot::child`].
+///
+/// # Invariants
+///
+/// `raw` is a live implicit umem from `ib_umem_odp_alloc_implicit`, and
+/// this holds a grab (`mmgrab`) on its `owning_mm`.
+pub(crate) struct ImplicitRoot {
+    raw: NonNull<bindings::ib_umem_odp>,
+}
+
+// SAFETY: The root is only read after creation (children copy from it).
+unsafe impl Send for ImplicitRoot {}
+// SAFETY: As above.
+unsafe impl Sync for ImplicitRoot {}
+
+impl ImplicitRoot {
+    /// Registers the calling process's whole address space for on-demand
+    /// paging with `IB_ACCESS_*` rights `access` (no HUGETLB).
+    pub(crate) fn new<T: Driver>(dev: &Device<T>, access: u32) -> Result<Self> {
+        if access & bindings::ib_access_flags_IB_ACCESS_HUGETLB != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: The device is valid; the call takes the calling
+        // process's mm and returns an `ERR_PTR` on failure.
+        let raw = unsafe { bindings::ib_umem_odp_alloc_implicit(dev.as_raw(), access as i32) };
+        let v = raw as isize;
+        if (-4095..0).contains(&v) {
+            // CAST: within the errno range checked above.
+            return Err(Error::from_errno(v as i32));
+        }
+        let raw = NonNull::new(raw).ok_or(ENOMEM)?;
+        // SAFETY: `raw` is live and its `owning_mm` is the caller's, live
+        // now. The core takes no reference on it for an implicit root,
+        // and children need it to stay allocated: this grab does that.
+        unsafe { bindings::roxe_odp_mmgrab(raw.as_ptr()) };
+        // INVARIANT: live, grabbed above.
+        Ok(Self { raw })
+    }
+
+    /// Whether the data path may write the memory at all.
+    pub(crate) fn writable(&self) -> bool {
+        // SAFETY: The umem is live; `writable` is fixed at creation.
+        unsafe { bindings::roxe_odp_writable(self.raw.as_ptr()) }
+    }
+
+    /// A piece of the address space, `len` bytes at user address `addr`,
+    /// with its own page table and notifier. Sleeps: process context. Fails
+    /// with `EFAULT` once the process's memory is gone.
+    pub(crate) fn child(&self, addr: u64, len: u64) -> Result<OdpUmem> {
+        let addr = kernel::ffi::c_ulong::try_from(addr).map_err(|_| EINVAL)?;
+        let len = usize::try_from(len).map_err(|_| EINVAL)?;
+        let shared = OdpUmem::new_shared()?;
+        // SAFETY: The root is live and implicit, and outlives the call;
+        // `OPS` is static. The call returns an `ERR_PTR` on failure.
+        let raw = unsafe { bindings::ib_umem_odp_alloc_child(self.raw.as_ptr(), addr, len, &OPS) };
+        // SAFETY: A child is made with `OPS` and page shift `PAGE_SHIFT`.
+        unsafe { OdpUmem::adopt(raw, shared) }
+    }
+}
+
+impl Drop for ImplicitRoot {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant. The driver drops every child
+        // before the root (their notifiers hold their own references).
+        unsafe {
+            bindings::roxe_odp_mmdrop(self.raw.as_ptr());
+            bindings::ib_umem_odp_release(self.raw.as_ptr());
+        }
     }
 }
 

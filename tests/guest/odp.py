@@ -692,6 +692,76 @@ def check_remap(env):
             info(line)
 
 
+# --- 5. Implicit ODP ----------------------------------------------------------
+
+def check_implicit(env):
+    """One implicit ODP MR (the whole address space, at iova 0) serves as
+    the lkey and the rkey of buffers it was never told about: RDMA writes
+    and reads between them, with their pages dropped before each, move the
+    right bytes; nothing is pinned; and an address nothing is mapped at
+    gives an error."""
+    pd = env["pd"]
+    pair = Pair(env)
+    a, b = Mem(4 * MIB), Mem(4 * MIB)
+    imr = None
+    try:
+        start = pins()
+        try:
+            imr = MR(pd, 0, ODP, implicit=True)
+        except Exception as ex:  # noqa: BLE001 - reported as the failure
+            result(False, f"implicit: registering an implicit ODP MR: {ex}")
+            return
+        result(imr.length == 2**64 - 1 or imr.length == -1 or imr.length > 2**63,
+               f"implicit: the MR spans the address space (length {imr.length:#x})")
+        a.mr = b.mr = imr
+        rng = random.Random(11)
+        bad = []
+        for i in range(24):
+            n = rng.choice((1, 100, PAGE, 3 * PAGE + 17, 64 * KIB, MIB))
+            soff = rng.randrange(0, 4 * MIB - n)
+            doff = rng.randrange(0, 4 * MIB - n)
+            data = pattern(rng, n)
+            a.write(soff, data)
+            b.drop(doff, n)
+            wc = pair.write(a, soff, b, doff, n)
+            if not ok_wc(wc) or b.read(doff, n) != data:
+                bad.append(f"write {i} of {n} bytes: {wc_str(wc)}")
+                break
+            # And back: a read into dropped pages of a.
+            a.drop(soff, n)
+            wc = pair.read(b, doff, a, soff, n)
+            if not ok_wc(wc) or a.read(soff, n) != data:
+                bad.append(f"read {i} of {n} bytes: {wc_str(wc)}")
+                break
+        result(not bad, "implicit: 24 RDMA writes and reads of 1 B to 1 MiB through one implicit "
+                        "MR, into dropped pages, moved the right bytes")
+        for x in bad:
+            info(x)
+        d = moved(start, pins())
+        result(all(v == 0 for k, v in d.items() if k in PIN_FIELDS + ("VmPin",)),
+               f"implicit: nothing pinned: {moved_str(d)}")
+        # An address with nothing mapped: a PROT_NONE page.
+        hole = Mem(PAGE)
+        _ok(libc.mprotect(hole.addr, PAGE, 0), "mprotect(PROT_NONE)")
+        hole.mr = imr
+        p2 = Pair(env)
+        try:
+            wc = p2.write(a, 0, hole, 0, 64)
+        finally:
+            p2.close()
+            hole.mr = None
+            hole.close()
+        result(wc is not None and wc.status != e.IBV_WC_SUCCESS,
+               f"implicit: a write to a page with no access completes with an error ({wc_str(wc)})")
+    finally:
+        pair.close()
+        a.mr = b.mr = None
+        a.close()
+        b.close()
+        if imr is not None:
+            imr.close()
+
+
 # --- 4. A hole ---------------------------------------------------------------
 
 def check_hole(env):
@@ -801,6 +871,10 @@ def main():
     else:
         info("migration C skipped: no /proc/sys/vm/compact_memory")
     guarded("remap", check_remap, env)
+    if caps.general_caps & e.IBV_ODP_SUPPORT_IMPLICIT:
+        guarded("implicit", check_implicit, env)
+    else:
+        result(False, f"{dev} advertises implicit ODP (general caps {caps.general_caps:#x})")
     # Last: its QPs end in error.
     guarded("hole", check_hole, env)
 

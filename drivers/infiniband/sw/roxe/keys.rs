@@ -14,7 +14,8 @@ use crate::proto::access::{self, AccessError};
 use crate::rdma::errno::eopnotsupp;
 use crate::rdma::mr::KernelMemory;
 use crate::rdma::mw::MwType;
-use crate::rdma::odp::{self, Miss, OdpUmem};
+use crate::odp::OdpPages;
+use crate::rdma::odp::{self, Miss};
 use crate::rdma::umem::PinnedRange;
 use crate::table::Table;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -37,90 +38,34 @@ pub(crate) enum Backing {
     Odp(OdpPages),
 }
 
-/// An on-demand-paging MR's memory, and the fault the data path asked for.
-///
-/// The data path never faults (it may not sleep): an access to a page
-/// that is not mapped fails with [`KeyError::Absent`], and the key lookup
-/// that saw it queues a fault on the module's fault queue, one per MR at a
-/// time. The engine that missed tries again later (an RNR NAK, the
-/// requester's timer), by which time the page is usually there.
-pub(crate) struct OdpPages {
-    pub(crate) umem: OdpUmem,
-    /// A fault of this MR is queued or running.
-    faulting: AtomicBool,
-    /// Faults the data path asked for that failed in a row (no memory
-    /// mapped there any more, a write to read-only memory, the process
-    /// gone). After [`FAULT_TRIES`] the next miss is an error rather than
-    /// another wait, or a requester would wait forever; fewer ride out a
-    /// moment when the memory was write-protected (`mprotect`, `fork`).
-    failed: AtomicU32,
-}
-
-/// Failed faults in a row that make a miss an error.
-const FAULT_TRIES: u32 = 3;
-
-/// The most a fault the data path asks for maps at once: a miss often
-/// starts a long message, whose next pages are missing too.
-const FAULT_AHEAD: usize = 256 * 1024;
-
-impl OdpPages {
-    pub(crate) fn new(umem: OdpUmem) -> Self {
-        OdpPages {
-            umem,
-            faulting: AtomicBool::new(false),
-            failed: AtomicU32::new(0),
-        }
-    }
-
-    /// The key error for a miss of `len` bytes at offset `off`.
-    fn miss(&self, m: Miss, off: usize, len: usize, write: bool) -> KeyError {
-        match m {
-            Miss::Bounds => KeyError::Bounds,
-            Miss::Absent if self.failed.load(Ordering::Acquire) >= FAULT_TRIES => {
-                self.failed.store(0, Ordering::Release);
-                KeyError::Access
-            }
-            Miss::Absent => KeyError::Absent { off, len, write },
-        }
-    }
-
-    /// Faults `len` bytes at `off` in, with some ahead if that works; a
-    /// failure of the exact range is remembered for the next miss.
-    fn fault(&self, off: usize, len: usize, write: bool) -> Result {
-        let ahead = len.max(FAULT_AHEAD);
-        if ahead > len && self.umem.fault(off, ahead, write).is_ok() {
-            self.failed.store(0, Ordering::Release);
-            return Ok(());
-        }
-        let r = self.umem.fault(off, len, write);
-        if r.is_err() {
-            self.failed.fetch_add(1, Ordering::AcqRel);
-        } else {
-            self.failed.store(0, Ordering::Release);
-        }
-        r
-    }
-}
-
 /// Queues a fault of `len` bytes at offset `off` of `mr`, an ODP MR whose
 /// access just missed, unless one of it is queued already. Any context.
 fn request_fault(mr: &Arc<MrData>, off: usize, len: usize, write: bool) {
     let Backing::Odp(o) = &mr.backing else {
         return;
     };
-    if o.faulting.swap(true, Ordering::AcqRel) {
+    if !o.start_fault() {
         return;
     }
     let held = mr.clone();
     let queued = odp::spawn(move || {
         if let Backing::Odp(o) = &held.backing {
-            let _ = o.fault(off, len, write);
-            o.faulting.store(false, Ordering::Release);
+            o.fault(off, len, write);
         }
     });
     if queued.is_err() {
         // Memory is short: the next miss tries again.
-        o.faulting.store(false, Ordering::Release);
+        o.cancel_fault();
+    }
+}
+
+/// The key error for a miss `m` of `len` bytes at offset `off` of ODP
+/// memory `o`.
+fn miss(o: &OdpPages, m: Miss, off: usize, len: usize, write: bool) -> KeyError {
+    match m {
+        Miss::Bounds => KeyError::Bounds,
+        Miss::Absent if !o.wait_for_fault() => KeyError::Access,
+        Miss::Absent => KeyError::Absent { off, len, write },
     }
 }
 
@@ -146,15 +91,11 @@ impl MrData {
         let Backing::Odp(o) = &self.backing else {
             return Err(ENOENT);
         };
-        if write && !o.umem.writable() {
+        if write && !o.writable() {
             return Err(EPERM);
         }
         let off = self.check(va, len, 0).map_err(|_| EINVAL)?;
-        if fault {
-            o.umem.fault(off, len as usize, write)
-        } else {
-            o.umem.snapshot(off, len as usize)
-        }
+        o.map(off, len as usize, write, !fault)
     }
 }
 
@@ -289,7 +230,7 @@ impl MrData {
     fn pinned_writable(&self) -> bool {
         match &self.backing {
             Backing::User(r) => r.writable(),
-            Backing::Odp(o) => o.umem.writable(),
+            Backing::Odp(o) => o.writable(),
             Backing::Dma | Backing::Fast(_) => true,
         }
     }
@@ -343,9 +284,8 @@ impl MrData {
             Backing::Dma => KernelMemory::write(off as u64, src).map_err(|_| KeyError::Bounds),
             Backing::Fast(f) => f.each(off, src.len(), |a, r| KernelMemory::write(a, &src[r])),
             Backing::Odp(o) => o
-                .umem
                 .write(off, src)
-                .map_err(|m| o.miss(m, off, src.len(), true)),
+                .map_err(|m| miss(o, m, off, src.len(), true)),
         }
     }
 
@@ -356,9 +296,8 @@ impl MrData {
     pub(crate) fn probe(&self, off: usize, len: usize) -> core::result::Result<(), KeyError> {
         match &self.backing {
             Backing::Odp(o) => o
-                .umem
                 .present(off, len)
-                .map_err(|m| o.miss(m, off, len, false)),
+                .map_err(|m| miss(o, m, off, len, false)),
             _ => Ok(()),
         }
     }
@@ -371,9 +310,7 @@ impl MrData {
             Backing::Fast(f) => f.each(off, dst.len(), |a, r| KernelMemory::read(a, &mut dst[r])),
             Backing::Odp(o) => {
                 let len = dst.len();
-                o.umem
-                    .read(off, dst)
-                    .map_err(|m| o.miss(m, off, len, false))
+                o.read(off, dst).map_err(|m| miss(o, m, off, len, false))
             }
         }
     }

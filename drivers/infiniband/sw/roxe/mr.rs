@@ -11,10 +11,11 @@
 //! The key table and the checks a key must pass are in `keys.rs`.
 
 use crate::device::Roxe;
-use crate::keys::{check_access, Backing, FastPages, KeyEntry, MrData, OdpPages};
+use crate::keys::{check_access, Backing, FastPages, KeyEntry, MrData};
+use crate::odp::{Implicit, OdpMem, OdpPages};
 use crate::proto::access;
 use crate::rdma::mr::{Advice, AdviseSge, Mr, MrInfo, Rereg, UserMrArgs};
-use crate::rdma::odp::OdpUmem;
+use crate::rdma::odp::{ImplicitRoot, OdpUmem};
 use crate::rdma::pd::Pd;
 use crate::rdma::random;
 use crate::rdma::udata::UData;
@@ -108,18 +109,23 @@ pub(crate) fn reg_user(
     if let Some(u) = udata {
         u.expect_no_input()?;
     }
+    let on_demand = args.access & access::ON_DEMAND != 0;
+    if on_demand && args.start == 0 && args.length == u64::MAX {
+        // Implicit ODP: the whole address space, at iova 0.
+        return reg_implicit(pd, args, access);
+    }
     if args.length == 0 || args.length > crate::limits::MAX_MR_SIZE {
         return Err(EINVAL);
     }
     // The last byte's address must not wrap, on either side.
     args.start.checked_add(args.length - 1).ok_or(EINVAL)?;
     args.iova.checked_add(args.length - 1).ok_or(EINVAL)?;
-    let backing = if args.access & access::ON_DEMAND != 0 {
+    let backing = if on_demand {
         // Paged on demand: nothing pinned. Huge-page memory is still
         // taken (the core maps huge pages as their small ones).
         let odp_access = (access & !access::HUGETLB) | access::ON_DEMAND;
         let umem = OdpUmem::get(pd.device(), args.start, args.length, odp_access)?;
-        Backing::Odp(OdpPages::new(umem))
+        Backing::Odp(OdpPages::new(OdpMem::Range(umem)))
     } else {
         let umem = Umem::get(pd.device(), args.start, args.length, access)?;
         Backing::User(PinnedRange::new(umem, args.length)?)
@@ -133,6 +139,29 @@ pub(crate) fn reg_user(
             rkey: key,
             iova: args.iova,
             length: args.length,
+        },
+    ))
+}
+
+/// An implicit ODP MR (`ibv_reg_mr(pd, NULL, SIZE_MAX, ...)`): the
+/// registering process's whole address space, at iova 0, its pieces made
+/// as they are first used.
+fn reg_implicit(pd: &Pd<Roxe>, args: &UserMrArgs, access: u32) -> Result<(RoxeMr, MrInfo)> {
+    if args.iova != 0 {
+        return Err(EINVAL);
+    }
+    let odp_access = (access & !access::HUGETLB) | access::ON_DEMAND;
+    let root = ImplicitRoot::new(pd.device(), odp_access)?;
+    let mem = OdpMem::Implicit(Implicit::new(root)?);
+    let mr = new_mr(pd, access, 0, u64::MAX, Backing::Odp(OdpPages::new(mem)))?;
+    let key = mr.data.key();
+    Ok((
+        mr,
+        MrInfo {
+            lkey: key,
+            rkey: key,
+            iova: 0,
+            length: u64::MAX,
         },
     ))
 }

@@ -76,6 +76,8 @@ mod mw;
 #[deny(unsafe_code)]
 mod netevent;
 #[deny(unsafe_code)]
+mod odp;
+#[deny(unsafe_code)]
 mod pd;
 #[deny(unsafe_code)]
 mod qp;

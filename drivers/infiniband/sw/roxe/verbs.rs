@@ -24,7 +24,7 @@ use crate::rdma::attr::{
 };
 use crate::rdma::attr::{
     OdpCaps, ODP_ATOMIC, ODP_ATOMIC_WRITE, ODP_FLUSH, ODP_READ, ODP_RECV, ODP_SEND, ODP_SRQ_RECV,
-    ODP_SUPPORT, ODP_WRITE,
+    ODP_SUPPORT, ODP_SUPPORT_IMPLICIT, ODP_WRITE,
 };
 use crate::rdma::cq::{Cq, CqInit, CqOps, Notify, Wc};
 use crate::rdma::device::{
@@ -143,7 +143,7 @@ impl Driver for Roxe {
             // into one that misses loses the datagram, so it is not
             // offered; UC would lose its message.)
             odp: OdpCaps {
-                general: ODP_SUPPORT,
+                general: ODP_SUPPORT | ODP_SUPPORT_IMPLICIT,
                 rc: ODP_SEND
                     | ODP_RECV
                     | ODP_WRITE

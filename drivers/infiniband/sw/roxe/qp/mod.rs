@@ -408,7 +408,10 @@ fn check_attrs(this: &RoxeQp, a: &QpAttr, m: u32) -> Result {
                     | crate::proto::access::REMOTE_READ
                     | crate::proto::access::REMOTE_ATOMIC
                     | crate::proto::access::FLUSH_GLOBAL
-                    | crate::proto::access::FLUSH_PERSISTENT)
+                    | crate::proto::access::FLUSH_PERSISTENT
+                    // An MR flag that rxe and hardware drivers ignore on a
+                    // QP (pyverbs' ODP tests pass their MR's flags).
+                    | crate::proto::access::ON_DEMAND)
                 != 0);
     if bad {
         return Err(EINVAL);
