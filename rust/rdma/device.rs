@@ -142,6 +142,7 @@ impl<T: Driver> Device<T> {
         ops.query_pkey = Some(Self::query_pkey_cb);
         ops.alloc_ucontext = Some(Self::alloc_ucontext_cb);
         ops.dealloc_ucontext = Some(Self::dealloc_ucontext_cb);
+        ops.query_ucontext = Some(Self::query_ucontext_cb);
         ops.dealloc_driver = Some(Self::dealloc_driver_cb);
         ops.disassociate_ucontext = Some(Self::disassociate_ucontext_cb);
         ops.size_ib_ucontext = size_of::<bindings::ib_ucontext>();
@@ -625,6 +626,19 @@ impl<T: Driver> Device<T> {
     /// type, for the `dealloc_ucontext` verb: every pointer is valid for the call and its
     /// objects belong to this driver.
     unsafe extern "C" fn dealloc_ucontext_cb(_uctx: *mut bindings::ib_ucontext) {}
+
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `query_ucontext` verb (`ibv_import_device` asks it of the context it
+    /// imports): every pointer is valid for the call. A context holds no driver data to
+    /// report, as `alloc_ucontext` returns none.
+    unsafe extern "C" fn query_ucontext_cb(
+        _uctx: *mut bindings::ib_ucontext,
+        _attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> kernel::ffi::c_int {
+        0
+    }
 
     /// # Safety
     ///

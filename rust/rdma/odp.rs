@@ -193,7 +193,9 @@ impl OdpUmem {
         // INVARIANT: by the safety requirements, and `private` set above.
         let this = Self { raw, shared };
         // SAFETY: The umem is live.
-        let len = unsafe { bindings::roxe_odp_end(raw.as_ptr()) - bindings::roxe_odp_start(raw.as_ptr()) };
+        let len = unsafe {
+            bindings::roxe_odp_end(raw.as_ptr()) - bindings::roxe_odp_start(raw.as_ptr())
+        };
         // CAST: a umem's length fits memory.
         let _ = this.map(0, len as usize, false, true);
         Ok(this)

@@ -304,10 +304,10 @@ context_ops! {
     get_srq_num: OpaqueFn,
     /// `import_dm`.
     import_dm: OpaqueFn,
-    /// `import_mr`.
-    import_mr: OpaqueFn,
-    /// `import_pd`.
-    import_pd: OpaqueFn,
+    /// `import_mr`: NULL with `errno` set on failure.
+    import_mr: Option<unsafe extern "C" fn(pd: *mut ibv::Pd, mr_handle: u32) -> *mut ibv::Mr>,
+    /// `import_pd`: NULL with `errno` set on failure.
+    import_pd: Option<unsafe extern "C" fn(context: *mut ibv::Context, pd_handle: u32) -> *mut ibv::Pd>,
     /// `modify_cq`.
     modify_cq: OpaqueFn,
     /// `modify_flow_action_esp`.
@@ -430,9 +430,9 @@ context_ops! {
     /// `unimport_dm`.
     unimport_dm: OpaqueFn,
     /// `unimport_mr`.
-    unimport_mr: OpaqueFn,
+    unimport_mr: Option<unsafe extern "C" fn(mr: *mut ibv::Mr)>,
     /// `unimport_pd`.
-    unimport_pd: OpaqueFn,
+    unimport_pd: Option<unsafe extern "C" fn(pd: *mut ibv::Pd)>,
 }
 
 /// `struct verbs_context` (public `verbs.h`): libibverbs' extended context.

@@ -123,6 +123,8 @@ unsafe extern "C" {
         resp_sz: usize,
     ) -> c_int;
     fn ibv_cmd_dereg_mr(vmr: *mut verbs::Mr) -> c_int;
+    fn ibv_cmd_query_mr(pd: *mut ibv::Pd, vmr: *mut verbs::Mr, mr_handle: u32) -> c_int;
+    fn ibv_cmd_query_context(context: *mut ibv::Context, driver: *mut c_void) -> c_int;
     fn ibv_cmd_create_cq(
         context: *mut ibv::Context,
         cqe: c_int,
@@ -271,7 +273,7 @@ static DEVICE_OPS: Table<verbs::DeviceOps> = Table(verbs::DeviceOps {
     static_providers: ptr::null(),
     match_device: Some(match_device),
     alloc_context: Some(alloc_context),
-    import_context: None,
+    import_context: Some(import_context),
     alloc_device: Some(alloc_device),
     uninit_device: Some(uninit_device),
 });
@@ -281,6 +283,12 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     // Prefetch into on-demand-paging MRs: the kernel does it all.
     advise_mr: Some(ibv_cmd_advise_mr),
     free_context: Some(free_context),
+    // Shared PDs and MRs (`ibv_import_pd`, `ibv_import_mr`): libibverbs
+    // fills an imported MR from the kernel.
+    import_pd: Some(pd::import_pd),
+    unimport_pd: Some(pd::unimport_pd),
+    import_mr: Some(pd::import_mr),
+    unimport_mr: Some(pd::unimport_mr),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
     alloc_pd: Some(pd::alloc_pd),
@@ -465,6 +473,34 @@ unsafe extern "C" fn alloc_context(
     cmd_fd: c_int,
     _private_data: *mut c_void,
 ) -> *mut verbs::Context {
+    // SAFETY: As this function's contract.
+    unsafe { open_context(ibdev, cmd_fd, false) }
+}
+
+/// `verbs_device_ops.import_context`: a context over `cmd_fd`, a duplicate
+/// of another context's command fd (`ibv_import_device`). The kernel's
+/// context exists already, so it is queried, not made. Returns NULL with
+/// `errno` set on failure.
+///
+/// # Safety
+///
+/// As for [`alloc_context`].
+unsafe extern "C" fn import_context(ibdev: *mut ibv::Device, cmd_fd: c_int) -> *mut verbs::Context {
+    // SAFETY: As this function's contract.
+    unsafe { open_context(ibdev, cmd_fd, true) }
+}
+
+/// Makes a context over `cmd_fd`: a new kernel context, or (`import`) the
+/// one the fd has.
+///
+/// # Safety
+///
+/// As for [`alloc_context`].
+unsafe fn open_context(
+    ibdev: *mut ibv::Device,
+    cmd_fd: c_int,
+    import: bool,
+) -> *mut verbs::Context {
     // SAFETY: `ibdev` and `cmd_fd` are valid per this function's contract.
     // `_verbs_init_and_alloc_context` callocs `alloc_size` bytes, initialises
     // the `verbs_context` found `context_offset` bytes in (passed as a
@@ -491,17 +527,23 @@ unsafe extern "C" fn alloc_context(
 
     let mut cmd = ibv::GetContext::default();
     let mut resp = uverbs::GetContextResp::default();
-    // SAFETY: `vctx` was initialised above; `cmd` and `resp` are writable
-    // buffers of exactly the sizes passed. Equal core and total sizes mean no
-    // driver-private data in either direction.
-    let ret = unsafe {
-        ibv_cmd_get_context(
-            vctx,
-            &raw mut cmd,
-            size_of_val(&cmd),
-            &raw mut resp,
-            size_of_val(&resp),
-        )
+    let ret = if import {
+        // SAFETY: `vctx` was initialised above, over the imported fd; roxe
+        // has no driver attributes (NULL).
+        unsafe { ibv_cmd_query_context(&raw mut (*vctx).context, ptr::null_mut()) }
+    } else {
+        // SAFETY: `vctx` was initialised above; `cmd` and `resp` are
+        // writable buffers of exactly the sizes passed. Equal core and
+        // total sizes mean no driver-private data in either direction.
+        unsafe {
+            ibv_cmd_get_context(
+                vctx,
+                &raw mut cmd,
+                size_of_val(&cmd),
+                &raw mut resp,
+                size_of_val(&resp),
+            )
+        }
     };
     if ret != 0 {
         // SAFETY: `vctx` was initialised by `_verbs_init_and_alloc_context`

@@ -5,9 +5,12 @@
 //!
 //! A PD is libibverbs' `ibv_pd` at the start of a [`RoxePd`], which also
 //! says whether it is a parent domain; MRs are libibverbs' own `verbs_mr`.
-//! Every PD and MR that reaches these ops was made here: roxe implements no
-//! other way to make one (`import_pd`, `alloc_null_mr`, `reg_dmabuf_mr` and
-//! friends stay libibverbs' `EOPNOTSUPP` dummies).
+//! Every PD and MR that reaches these ops was made here, by allocation,
+//! registration or import (`ibv_import_pd`, `ibv_import_mr` into a context
+//! `ibv_import_device` made over another's command fd: the kernel objects
+//! are shared, and unimporting frees only this side's copy);
+//! `alloc_null_mr`, `reg_dmabuf_mr` and friends stay libibverbs'
+//! `EOPNOTSUPP` dummies.
 //!
 //! A parent domain (`ibv_alloc_parent_domain`) carries its protection
 //! domain's kernel handle, so every command that names it (QP, SRQ, MR, MW,
@@ -27,7 +30,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::{
     cmd_result, drop_box, errno_ret, ibv_cmd_alloc_pd, ibv_cmd_dealloc_pd, ibv_cmd_dereg_mr,
-    ibv_cmd_reg_mr, ibv_cmd_rereg_mr, set_errno, try_box,
+    ibv_cmd_query_mr, ibv_cmd_reg_mr, ibv_cmd_rereg_mr, set_errno, try_box,
 };
 use crate::abi::{ibv, uverbs, verbs};
 use crate::errno::Errno;
@@ -341,4 +344,83 @@ pub(super) unsafe extern "C" fn dereg_mr(vmr: *mut verbs::Mr) -> c_int {
         unsafe { drop_box(vmr) };
     }
     errno_ret(cmd_result(ret))
+}
+
+/// `verbs_context_ops.import_pd`: the PD with kernel handle `pd_handle` of
+/// the context whose command fd `context` was imported over. The kernel
+/// checks the handle where it is used (every command that names the PD);
+/// the import itself asks nothing of it. Returns NULL with `errno` set on
+/// failure.
+///
+/// # Safety
+///
+/// `context` is an open roxe context.
+pub(super) unsafe extern "C" fn import_pd(
+    context: *mut ibv::Context,
+    pd_handle: u32,
+) -> *mut ibv::Pd {
+    let Some(rpd) = try_box(RoxePd {
+        pd: ibv::Pd {
+            context,
+            handle: pd_handle,
+        },
+        protection: ptr::null_mut(),
+        parents: AtomicU32::new(0),
+    }) else {
+        set_errno(Errno::ENOMEM);
+        return ptr::null_mut();
+    };
+    rpd.as_ptr().cast()
+}
+
+/// `verbs_context_ops.unimport_pd`: forgets an imported PD; the kernel's
+/// stays with the context that made it.
+///
+/// # Safety
+///
+/// `pd` came from [`import_pd`] and is no longer used.
+pub(super) unsafe extern "C" fn unimport_pd(pd: *mut ibv::Pd) {
+    if let Some(rpd) = NonNull::new(pd.cast::<RoxePd>()) {
+        // SAFETY: `rpd` came from `try_box` in `import_pd`; the caller no
+        // longer uses it.
+        unsafe { drop_box(rpd) };
+    }
+}
+
+/// `verbs_context_ops.import_mr`: the MR with kernel handle `mr_handle`,
+/// filled in (keys, length) by the kernel. Returns NULL with `errno` set on
+/// failure.
+///
+/// # Safety
+///
+/// `pd` is a live PD of an open roxe context.
+pub(super) unsafe extern "C" fn import_mr(pd: *mut ibv::Pd, mr_handle: u32) -> *mut ibv::Mr {
+    let Some(vmr) = try_box(verbs::Mr::ZERO) else {
+        set_errno(Errno::ENOMEM);
+        return ptr::null_mut();
+    };
+    // SAFETY: `pd` is live per the contract; `vmr` is a live `verbs_mr`.
+    let ret = unsafe { ibv_cmd_query_mr(pd, vmr.as_ptr(), mr_handle) };
+    if let Err(err) = cmd_result(ret) {
+        // SAFETY: `vmr` came from `try_box` and was never published.
+        unsafe { drop_box(vmr) };
+        set_errno(err);
+        return ptr::null_mut();
+    }
+    // SAFETY: `vmr` is live; `ibv_mr` is its first field.
+    unsafe { &raw mut (*vmr.as_ptr()).ibv_mr }
+}
+
+/// `verbs_context_ops.unimport_mr`: forgets an imported MR; the kernel's
+/// stays with the context that registered it.
+///
+/// # Safety
+///
+/// `mr` came from [`import_mr`] and is no longer used.
+pub(super) unsafe extern "C" fn unimport_mr(mr: *mut ibv::Mr) {
+    if let Some(vmr) = NonNull::new(mr.cast::<verbs::Mr>()) {
+        // SAFETY: `ibv_mr` is the first field of the `verbs_mr` that
+        // `try_box` made in `import_mr`; the caller no longer uses it.
+        unsafe { drop_box(vmr) };
+    }
 }

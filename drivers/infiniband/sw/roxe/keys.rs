@@ -9,12 +9,12 @@
 //! (reused as late as possible) and a random 8-bit tag, so a stale key
 //! names a new MR only if both the index was recycled and the tag repeats.
 
+use crate::odp::OdpPages;
 use crate::proto::access::Window;
 use crate::proto::access::{self, AccessError};
 use crate::rdma::errno::eopnotsupp;
 use crate::rdma::mr::KernelMemory;
 use crate::rdma::mw::MwType;
-use crate::odp::OdpPages;
 use crate::rdma::odp::{self, Miss};
 use crate::rdma::umem::PinnedRange;
 use crate::table::Table;
@@ -295,9 +295,7 @@ impl MrData {
     /// [`check`]: MrData::check
     pub(crate) fn probe(&self, off: usize, len: usize) -> core::result::Result<(), KeyError> {
         match &self.backing {
-            Backing::Odp(o) => o
-                .present(off, len)
-                .map_err(|m| miss(o, m, off, len, false)),
+            Backing::Odp(o) => o.present(off, len).map_err(|m| miss(o, m, off, len, false)),
             _ => Ok(()),
         }
     }
