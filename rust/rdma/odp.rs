@@ -157,10 +157,10 @@ impl OdpUmem {
             return Err(EINVAL);
         }
         let shared = Self::new_shared()?;
+        let ib = dev.as_raw();
         // SAFETY: The device is valid; `OPS` is static; the call takes the
         // calling process's mm and returns an `ERR_PTR` on failure.
-        let raw =
-            unsafe { bindings::ib_umem_odp_get(dev.as_raw(), addr, len, access as i32, &OPS) };
+        let raw = unsafe { bindings::ib_umem_odp_get(ib, addr, len, access as i32, &OPS) };
         // SAFETY: `raw` came from `ib_umem_odp_get` with `OPS`, without
         // HUGETLB.
         unsafe { Self::adopt(raw, shared) }
