@@ -80,6 +80,20 @@ fn new_mr(
     }
 }
 
+impl RoxeMr {
+    /// What the core records for this MR: its key as lkey and rkey, and
+    /// its extent.
+    fn info(&self, iova: u64, length: u64) -> MrInfo {
+        let key = self.data.key();
+        MrInfo {
+            lkey: key,
+            rkey: key,
+            iova,
+            length,
+        }
+    }
+}
+
 fn release_key(pd_dev: &crate::device::RoxeDev, index: u32) {
     pd_dev.mr_table.remove(index);
     pd_dev.mrs.give_back();
@@ -88,16 +102,8 @@ fn release_key(pd_dev: &crate::device::RoxeDev, index: u32) {
 pub(crate) fn get_dma(pd: &Pd<Roxe>, access: u32) -> Result<(RoxeMr, MrInfo)> {
     let access = check_access(access)?;
     let mr = new_mr(pd, access, 0, 0, Backing::Dma)?;
-    let key = mr.data.key();
-    Ok((
-        mr,
-        MrInfo {
-            lkey: key,
-            rkey: key,
-            iova: 0,
-            length: u64::MAX,
-        },
-    ))
+    let info = mr.info(0, u64::MAX);
+    Ok((mr, info))
 }
 
 pub(crate) fn reg_user(
@@ -131,16 +137,8 @@ pub(crate) fn reg_user(
         Backing::User(PinnedRange::new(umem, args.length)?)
     };
     let mr = new_mr(pd, access, args.iova, args.length, backing)?;
-    let key = mr.data.key();
-    Ok((
-        mr,
-        MrInfo {
-            lkey: key,
-            rkey: key,
-            iova: args.iova,
-            length: args.length,
-        },
-    ))
+    let info = mr.info(args.iova, args.length);
+    Ok((mr, info))
 }
 
 /// An implicit ODP MR (`ibv_reg_mr(pd, NULL, SIZE_MAX, ...)`): the
@@ -154,16 +152,8 @@ fn reg_implicit(pd: &Pd<Roxe>, args: &UserMrArgs, access: u32) -> Result<(RoxeMr
     let root = ImplicitRoot::new(pd.device(), odp_access)?;
     let mem = OdpMem::Implicit(Implicit::new(root)?);
     let mr = new_mr(pd, access, 0, u64::MAX, Backing::Odp(OdpPages::new(mem)))?;
-    let key = mr.data.key();
-    Ok((
-        mr,
-        MrInfo {
-            lkey: key,
-            rkey: key,
-            iova: 0,
-            length: u64::MAX,
-        },
-    ))
+    let info = mr.info(0, u64::MAX);
+    Ok((mr, info))
 }
 
 pub(crate) fn rereg(
@@ -266,16 +256,8 @@ pub(crate) fn alloc_fast(pd: &Pd<Roxe>, max_num_sg: u32) -> Result<(RoxeMr, MrIn
         first: AtomicU64::new(0),
     };
     let mr = new_mr(pd, 0, 0, 0, Backing::Fast(fast))?;
-    let key = mr.data.key();
-    Ok((
-        mr,
-        MrInfo {
-            lkey: key,
-            rkey: key,
-            iova: 0,
-            length: 0,
-        },
-    ))
+    let info = mr.info(0, 0);
+    Ok((mr, info))
 }
 
 /// `ib_map_mr_sg` starts: the page list empties, for pages of `page_size`.
