@@ -37,6 +37,12 @@ can drop, protect, unmap and remap that memory while the MR stays.
      it must complete with an error within 30 s (not be retried forever),
      each on fresh QPs. Then the device still moves data.
 
+  5. Implicit ODP: one MR over the whole address space.
+  6. UD receives into dropped pages of an ODP MR, one at a time and in
+     bursts sent back to back: every datagram lands, in order (each waits
+     in the QP while its page is faulted in; resp_ud_parked counts them),
+     and a receive buffer with no access completes in error.
+
 Prints one line per check and a summary, and exits 1 if any check failed.
 """
 import ctypes
@@ -51,11 +57,12 @@ import threading
 import time
 
 import pyverbs.enums as e
+from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
 
 from loopback import Tally, connect, poll
@@ -762,6 +769,180 @@ def check_implicit(env):
             imr.close()
 
 
+# --- 6. UD receives into ODP memory -------------------------------------------
+
+UD_QKEY = 0x11111111
+GRH = 40
+
+
+def hw_counter(env, name):
+    path = f"/sys/class/infiniband/{env['dev']}/ports/{env['port']}/hw_counters/{name}"
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except OSError:
+        return None
+
+
+class UdPair:
+    """UD QP `a` sends to UD QP `b` of the same device through an AH to
+    the device's own GID."""
+
+    def __init__(self, env, recv_wr=32):
+        ctx, pd, port = env["ctx"], env["pd"], env["port"]
+        self.ca, self.cb = CQ(ctx, 64), CQ(ctx, 64)
+        cap = QPCap(max_send_wr=32, max_recv_wr=recv_wr, max_send_sge=1, max_recv_sge=1)
+        self.a = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=self.ca, rcq=self.ca, cap=cap))
+        self.b = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=self.cb, rcq=self.cb, cap=cap))
+        for qp in (self.a, self.b):
+            at = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=port)
+            at.pkey_index = 0
+            at.qkey = UD_QKEY
+            qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_QKEY)
+            qp.modify(QPAttr(qp_state=e.IBV_QPS_RTR), e.IBV_QP_STATE)
+            at = QPAttr(qp_state=e.IBV_QPS_RTS)
+            at.sq_psn = 0
+            qp.modify(at, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
+        self.ah = AH(pd, attr=AHAttr(port_num=port, is_global=1,
+                                     gr=GlobalRoute(dgid=env["gid"], sgid_index=env["gid_index"])))
+        self.next_id = 1
+
+    def post_recv(self, dst, doff, n):
+        wr_id = self.next_id
+        self.next_id += 1
+        self.b.post_recv(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(dst.addr + doff, n, dst.lkey)]))
+        return wr_id
+
+    def send(self, src, soff, n):
+        """Posts one datagram and waits for its send completion."""
+        wr = SendWR(wr_id=self.next_id, opcode=e.IBV_WR_SEND, num_sge=1,
+                    sg=[SGE(src.addr + soff, n, src.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        self.next_id += 1
+        wr.set_wr_ud(self.ah, self.b.qp_num, UD_QKEY)
+        self.a.post_send(wr)
+        return poll(self.ca, TIMEOUT)
+
+    def close(self):
+        for obj in (self.a, self.b, self.ah, self.ca, self.cb):
+            obj.close()
+
+
+def check_ud(env):
+    """UD receives into ODP memory whose pages were dropped just before:
+    one datagram at a time, then bursts of 8 sent back to back (each
+    datagram waits in the QP, in order, while its buffer is faulted in;
+    none is lost); every byte checked, and roxe's resp_ud_parked counter
+    shows the waits happened. Then a receive buffer with no access (a
+    PROT_NONE page) completes in error instead of waiting forever, and the
+    next datagram still lands."""
+    pd = env["pd"]
+    src, dst = Mem(MIB).register(pd), Mem(MIB).register(pd)
+    pair = UdPair(env)
+    rng = random.Random(21)
+    parked0 = hw_counter(env, "resp_ud_parked")
+    slot = 3 * PAGE  # each receive's buffer: a GRH and up to 1024 bytes, across a page edge
+    bad = []
+    try:
+        # One at a time.
+        for i in range(16):
+            n = rng.choice((1, 64, 500, 1024))
+            off = i * slot + PAGE - GRH - 7
+            dst.drop(off, GRH + n)
+            data = pattern(rng, n)
+            if i % 4 == 3:
+                src.drop(i * 2048, n)  # the sender's pages too, then written again
+            src.write(i * 2048, data)
+            wr_id = pair.post_recv(dst, off, GRH + 1024)
+            swc = pair.send(src, i * 2048, n)
+            rwc = poll(pair.cb, TIMEOUT)
+            counts["faulted"] += 1
+            if not ok_wc(swc) or not ok_wc(rwc) or rwc.wr_id != wr_id or \
+                    rwc.byte_len != GRH + n or dst.read(off + GRH, n) != data:
+                bad.append(f"datagram {i} of {n} bytes: send {wc_str(swc)}, receive {wc_str(rwc)}"
+                           + (f", wr_id {rwc.wr_id} (posted {wr_id}), byte_len {rwc.byte_len}"
+                              if rwc is not None else ""))
+                break
+        result(not bad, "ud: 16 datagrams of 1 to 1024 bytes landed, one at a time, in dropped "
+                        "pages of an ODP receive buffer")
+        for x in bad:
+            info(x)
+
+        # Bursts: 8 receives over dropped pages, 8 datagrams back to back.
+        # The buffers lie 320 KiB apart, beyond the 256 KiB one fault maps
+        # ahead, so each datagram meets unmapped pages.
+        bad = []
+        far = Mem(4 * MIB).register(pd)
+        for burst in range(4):
+            posted = []
+            for i in range(8):
+                n = rng.choice((1, 300, 1024))
+                off = i * 320 * KIB + 2 * PAGE - GRH - 100
+                far.drop(off, GRH + 1024)
+                data = pattern(rng, n)
+                src.write(i * 2048, data)
+                posted.append((pair.post_recv(far, off, GRH + 1024), off, n, data))
+            sends = []
+            for i, (_, _, n, _) in enumerate(posted):
+                wr = SendWR(wr_id=1000 + i, opcode=e.IBV_WR_SEND, num_sge=1,
+                            sg=[SGE(src.addr + i * 2048, n, src.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_ud(pair.ah, pair.b.qp_num, UD_QKEY)
+                pair.a.post_send(wr)
+            for _ in posted:
+                sends.append(poll(pair.ca, TIMEOUT))
+            for wr_id, off, n, data in posted:
+                rwc = poll(pair.cb, TIMEOUT)
+                counts["faulted"] += 1
+                if not ok_wc(rwc) or rwc.wr_id != wr_id or rwc.byte_len != GRH + n or \
+                        far.read(off + GRH, n) != data:
+                    bad.append(f"burst {burst}: receive {wr_id} of {n} bytes: {wc_str(rwc)}"
+                               + (f", wr_id {rwc.wr_id}, byte_len {rwc.byte_len}"
+                                  if rwc is not None else ""))
+                    break
+            if not all(ok_wc(w) for w in sends):
+                bad.append(f"burst {burst}: sends {[wc_str(w) for w in sends]}")
+            if bad:
+                break
+        far.close()
+        result(not bad, "ud: 4 bursts of 8 datagrams sent back to back into dropped pages all "
+                        "landed, in order, none lost")
+        for x in bad:
+            info(x)
+        parked = hw_counter(env, "resp_ud_parked")
+        result(parked0 is not None and parked is not None and parked - parked0 >= 48,
+               f"ud: each of the 48 datagrams waited for its pages "
+               f"(resp_ud_parked {parked0} -> {parked})")
+
+        # A receive buffer with no access.
+        hole = Mem(4 * PAGE).register(pd)
+        try:
+            _ok(libc.mprotect(hole.addr + PAGE, PAGE, 0), "mprotect(PROT_NONE)")
+            wr_id = pair.post_recv(hole, PAGE, GRH + 64)
+            data = pattern(rng, 64)
+            src.write(0, data)
+            t = time.monotonic()
+            swc = pair.send(src, 0, 64)
+            rwc = poll(pair.cb, TIMEOUT)
+            took = time.monotonic() - t
+            result(ok_wc(swc) and rwc is not None and rwc.wr_id == wr_id and
+                   rwc.status != e.IBV_WC_SUCCESS,
+                   f"ud: a datagram into a page with no access completes its receive with an "
+                   f"error: {wc_str(rwc)} after {took:.1f} s")
+            off = 2 * slot
+            dst.drop(off, GRH + 64)
+            wr_id = pair.post_recv(dst, off, GRH + 64)
+            swc = pair.send(src, 0, 64)
+            rwc = poll(pair.cb, TIMEOUT)
+            result(ok_wc(rwc) and rwc.wr_id == wr_id and dst.read(off + GRH, 64) == data,
+                   f"ud: the next datagram lands ({wc_str(rwc)})")
+        finally:
+            hole.close()
+    finally:
+        pair.close()
+        src.close()
+        dst.close()
+
+
 # --- 4. A hole ---------------------------------------------------------------
 
 def check_hole(env):
@@ -849,7 +1030,7 @@ def main():
     if not caps.general_caps & e.IBV_ODP_SUPPORT:
         return
     pd = PD(ctx)
-    env = {"ctx": ctx, "pd": pd, "port": port, "gid_index": gid_index,
+    env = {"ctx": ctx, "pd": pd, "port": port, "gid_index": gid_index, "dev": dev,
            "gid": ctx.query_gid(port, gid_index)}
 
     guarded("nothing pinned", check_nothing_pinned, env)
@@ -875,6 +1056,10 @@ def main():
         guarded("implicit", check_implicit, env)
     else:
         result(False, f"{dev} advertises implicit ODP (general caps {caps.general_caps:#x})")
+    want_ud = e.IBV_ODP_SUPPORT_SEND | e.IBV_ODP_SUPPORT_RECV | e.IBV_ODP_SUPPORT_SRQ_RECV
+    result(caps.ud_odp_caps & want_ud == want_ud,
+           f"{dev} advertises ODP for UD SEND, RECV and SRQ_RECV (ud caps {caps.ud_odp_caps:#x})")
+    guarded("ud", check_ud, env)
     # Last: its QPs end in error.
     guarded("hole", check_hole, env)
 

@@ -1,8 +1,8 @@
 # On-demand paging (issue 16): ODP MRs on one guest, through a roxe device
 # on the guest's NIC.
 #
-# ibv_devinfo must show the ODP capabilities (general ODP_SUPPORT, and RC
-# SEND, RECV, WRITE, READ and ATOMIC). Then odp.py runs two RC QPs connected
+# ibv_devinfo must show the ODP capabilities (general ODP_SUPPORT, RC
+# SEND, RECV, WRITE, READ and ATOMIC, UD SEND, RECV and SRQ_RECV). Then odp.py runs two RC QPs connected
 # to each other through the device's own GID over memory registered with
 # IBV_ACCESS_ON_DEMAND: /proc/vmstat's pin counters and VmPin stay put for a
 # 64 MiB ODP MR (and move for an ordinary one); sends, RDMA writes and
@@ -11,7 +11,9 @@
 # compaction invalidate the MRs' pages during the traffic, and after parts
 # of an MR are unmapped and mapped anew; and an access to a page unmapped
 # from the middle of an MR completes with an error instead of being
-# retried forever. The pin counters of the whole run are printed too.
+# retried forever. UD receives land in dropped pages, in order, bursts
+# included, each datagram waiting in the QP while its page is faulted in.
+# The pin counters of the whole run are printed too.
 . "$ROXE_ROOT/tests/guest/lib.sh"
 dev=roxe0
 IB=/sys/class/infiniband/$dev
@@ -42,6 +44,9 @@ sed 's/^/    /' /tmp/odp-caps
 check "ibv_devinfo: general_odp_caps has ODP_SUPPORT" grep -qx 'general_odp_caps ODP_SUPPORT' /tmp/odp-caps
 for c in SEND RECV WRITE READ ATOMIC; do
 	check "ibv_devinfo: rc_odp_caps has SUPPORT_$c" grep -qx "rc_odp_caps SUPPORT_$c" /tmp/odp-caps
+done
+for c in SEND RECV SRQ; do
+	check "ibv_devinfo: ud_odp_caps has SUPPORT_$c" grep -qx "ud_odp_caps SUPPORT_$c" /tmp/odp-caps
 done
 
 if [ -n "${gid:-}" ]; then

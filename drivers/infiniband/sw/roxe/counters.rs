@@ -71,9 +71,12 @@ pub(crate) enum Event {
     /// Requester: a message's data was in memory paged on demand that was
     /// not mapped; it waited for the fault before sending the packet.
     ReqOdpWait,
+    /// A UD datagram met a receive buffer paged on demand that was not
+    /// mapped: it was kept until the fault mapped it.
+    RespUdParked,
 }
 
-const EVENTS: usize = 24;
+const EVENTS: usize = 25;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -106,6 +109,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("tx_multicast_packets"),
     c_str!("rx_multicast_packets"),
     c_str!("req_odp_wait"),
+    c_str!("resp_ud_parked"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),

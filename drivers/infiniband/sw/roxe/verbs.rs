@@ -153,7 +153,7 @@ impl Driver for Roxe {
                     | ODP_FLUSH
                     | ODP_ATOMIC_WRITE,
                 uc: 0,
-                ud: ODP_SEND,
+                ud: ODP_SEND | ODP_RECV | ODP_SRQ_RECV,
             },
             ..DeviceAttr::default()
         })

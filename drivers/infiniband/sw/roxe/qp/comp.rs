@@ -391,6 +391,9 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         // A kernel consumer posted with interrupts off.
         super::run_kernel_posts(qp, st);
     }
+    // UD datagrams kept for ODP memory (their timer re-arms while any are
+    // left; a kick below may arm it sooner, which only looks again early).
+    super::resp::land_parked(qp, st);
     if core::mem::take(&mut st.req.kick) {
         // More to send after a full budget.
         send_pending(qp, st);

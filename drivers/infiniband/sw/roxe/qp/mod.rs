@@ -115,6 +115,8 @@ pub(crate) struct QpState {
     /// The responder: `rust/proto`'s machine, its kernel side in
     /// [`self::resp`].
     pub(crate) resp: KBox<Responder>,
+    /// UD: datagrams kept until their ODP receive buffer is mapped.
+    pub(crate) ud_park: resp::UdPark,
 }
 
 impl QpState {
@@ -277,6 +279,7 @@ pub(crate) fn create(
         req: ReqState::new(wqe_psns),
         comp: CompState::new(),
         resp: resp::new_responder(init.qp_type == QpType::Uc)?,
+        ud_park: resp::UdPark::new(),
     };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
     let qpn = number.qpn();
@@ -531,6 +534,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             st.comp.una = Psn::ZERO;
             // A receive WQE the responder held goes without a completion.
             let _discarded = st.resp.reset();
+            st.ud_park.clear();
         }
         State::Err if cur != State::Err => flush(qp, st),
         _ => {}
@@ -636,6 +640,8 @@ pub(crate) fn flush_held(qp: &Qp<Roxe>, held: Option<crate::wqe::RecvCopy>) {
 fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
     flush_held(qp, st.resp.flush());
+    // Datagrams kept for ODP memory are lost with the QP's receiving.
+    st.ud_park.clear();
     if let (Some(rq), Some(rcq)) = (&this.rq, qp.recv_cq()) {
         let prod = rq.producer();
         if let Ok(n) = rq.geometry().used(prod, st.rq_consumer) {
