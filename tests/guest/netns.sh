@@ -66,7 +66,12 @@ pair_in() {
 	wait $pid || rc=$((rc + 1000))
 	if [ $rc = 0 ]; then pass "$name between $cns and $sns"; else
 		fail "$name between $cns and $sns (exit $rc)"
-		tail -5 "$ROXE_OUT/$name-server.log" "$ROXE_OUT/$name-client.log" | sed 's/^/    /'
+		tail -n 5 "$ROXE_OUT/$name-server.log" "$ROXE_OUT/$name-client.log" | sed 's/^/    /'
+		# What the devices saw (timeouts, NAKs, drops), for the log.
+		for d in $(ip netns exec "$cns" rdma link show 2>/dev/null | awk '{print $2}' | cut -d/ -f1); do
+			echo "    $d: $(ip netns exec "$cns" rdma statistic show link "$d/1" 2>/dev/null |
+				grep -oE '(req|resp|rx_drop)[a-z_]* [1-9][0-9]*' | paste -sd' ')"
+		done
 	fi
 }
 pair() { pair_in rxb rxa "$@"; }
