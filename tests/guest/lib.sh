@@ -47,8 +47,15 @@ wait_for() {
 roxe_signal() { touch "$ROXE_SHARED/$1.$ROXE_ROLE"; }
 # roxe_wait NAME [SECONDS]: wait until the peer reached NAME.
 roxe_wait() {
-	local peer=$((ROXE_ROLE % 2 + 1))
+	local peer=$((((ROXE_ROLE - 1) ^ 1) + 1))
 	wait_for "${2:-120}" test -e "$ROXE_SHARED/$1.$peer"
+}
+# roxe_wait_all NAME [SECONDS]: wait until every guest reached NAME.
+roxe_wait_all() {
+	local g
+	for g in $(seq 1 "${ROXE_PEERS:-1}"); do
+		wait_for "${2:-120}" test -e "$ROXE_SHARED/$1.$g" || return 1
+	done
 }
 
 # gid_index_v4 DEV [IP]: print the index of DEV's port 1 RoCE v2 GID that

@@ -40,15 +40,15 @@ fn validate(attr: &AhAttr, pd: usize, user: bool) -> Result<AhInfo> {
     if kind != GidType::RoceV2 {
         return Err(EINVAL);
     }
-    // The flow label is 20 bits.
-    if attr.flow_label >= 1 << 20 {
-        return Err(EINVAL);
-    }
+    // The flow label is 20 bits, and only those are kept: UCX passes the
+    // complement of a path number (all ones for path 0) and relies on the
+    // upper bits going, as rxe and RNICs drop them.
+    let flow_label = attr.flow_label & 0xf_ffff;
     Ok(AhInfo {
         dgid: attr.dgid,
         sgid,
         dmac: attr.dmac,
-        flow_label: attr.flow_label,
+        flow_label,
         hop_limit: attr.hop_limit,
         traffic_class: attr.traffic_class,
         sl: attr.sl,
