@@ -55,6 +55,10 @@ pub(super) fn push_recv(qp: &Qp<Roxe>, cqe: Cqe, solicited: bool) {
     }
 }
 
+/// The `sl` of a user-space UD receive completion for a RoCE v2 datagram
+/// over IPv4, as mlx5 devices report it.
+const SL_ROCE_V2_IPV4: u8 = 2;
+
 /// How many datagrams a UD QP keeps while the pages of its receive buffer
 /// are faulted in. One more is dropped (`rx_drop_not_present`), as UD may
 /// drop any datagram.
@@ -297,6 +301,15 @@ fn land(
     cqe.wc_flags = wc_flags::GRH;
     // `enum rdma_network_type`: kernel consumers parse the GRH by it.
     cqe.network_hdr_type = if meta.ipv6 { 3 } else { 2 };
+    // User space has no such field in `ibv_wc`. RoCE carries no service
+    // level, and RNICs of the mlx5 family report the packet's L3 type in
+    // `sl` instead (2: RoCE v2 over IPv4), which UCX up to 1.18 reads to
+    // find the destination address in the GRH area; with 0 it takes an
+    // IPv4 datagram for IPv6 and drops every one (Documentation/verbs.md,
+    // "UCX").
+    if qp.is_user() && !meta.ipv6 {
+        cqe.sl = SL_ROCE_V2_IPV4;
+    }
     if let Some(imm) = meta.imm {
         cqe.wc_flags |= wc_flags::WITH_IMM;
         cqe.imm_data = imm.to_be();
