@@ -37,16 +37,18 @@ if [ "$n" -ge 2 ]; then
 	counters_save $dev /tmp/ring-before
 	bounded ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 4096 -p 18515 >"$ROXE_OUT/ring-server.log" 2>&1 &
 	srv=$!
+	# Listening (or gone) before the others are told: with four guests on
+	# two cores its start can take seconds.
+	wait_for 60 sh -c "ss -Hltn 'sport = :18515' | grep -q . || ! kill -0 $srv"
 	roxe_signal ring-listening
 	roxe_wait_all ring-listening 120
-	sleep 1
 	rc=0
 	bounded ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 4096 -p 18515 "$(ip_of "$next")" \
 		>"$ROXE_OUT/ring-client.log" 2>&1 || rc=$?
 	wait $srv || rc=$((rc + 1000))
 	if [ $rc = 0 ]; then pass "ring: ibv_rc_pingpong to guest $next while serving guest $(((me + n - 2) % n + 1))"; else
 		fail "ring: ibv_rc_pingpong (exit $rc)"
-		tail -5 "$ROXE_OUT/ring-server.log" "$ROXE_OUT/ring-client.log" | sed 's/^/    /'
+		tail -n 5 "$ROXE_OUT/ring-server.log" "$ROXE_OUT/ring-client.log" | sed 's/^/    /'
 	fi
 	counters_moved $dev /tmp/ring-before
 	roxe_signal ring-done
@@ -64,7 +66,9 @@ if [ "$n" -ge 3 ]; then
 				>"$ROXE_OUT/incast-server-$g.log" 2>&1 &
 			pids+=($!)
 		done
-		sleep 2
+		for g in $(seq 2 "$n"); do
+			wait_for 60 sh -c "ss -Hltn 'sport = :$((18600 + g))' | grep -q ."
+		done
 		roxe_signal incast-listening
 		rc=0
 		for p in "${pids[@]}"; do wait "$p" || rc=$((rc + 1)); done
