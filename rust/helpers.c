@@ -19,6 +19,7 @@
 #include <net/ip.h>
 #include <net/ipv6.h>
 #include <net/ipv6_stubs.h>
+#include <net/ip6_fib.h>
 #include <net/addrconf.h>
 #include <net/net_namespace.h>
 #include <net/netns/generic.h>
@@ -465,6 +466,30 @@ struct dst_entry *roxe_route6(struct net_device *ndev, const struct in6_addr *sa
 		return NULL;
 	dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl, NULL);
 	return IS_ERR(dst) ? NULL : dst;
+}
+
+/*
+ * The cookie that tells later whether an IPv6 route still stands (0 for
+ * IPv4, whose routes carry their generation themselves).
+ */
+u32 roxe_dst_cookie(struct dst_entry *dst, bool ipv6)
+{
+	u32 cookie = 0;
+
+	if (ipv6)
+		cookie = rt6_get_cookie(dst_rt6_info(dst));
+	return cookie;
+}
+
+/*
+ * Whether @dst is still the route to use: false once the routing tables
+ * changed under it, as when its device went down (its IPv4 generation
+ * expired, or its IPv6 cookie no longer matches). A caller that holds a
+ * route for a long time looks it up again then.
+ */
+bool roxe_dst_current(struct dst_entry *dst, u32 cookie)
+{
+	return dst_check(dst, cookie) != NULL;
 }
 
 void roxe_dst_release(struct dst_entry *dst)

@@ -70,6 +70,8 @@ void roxe_skb_consume(struct sk_buff *skb);
 struct dst_entry *roxe_route4(struct net_device *ndev, __be32 saddr, __be32 daddr);
 struct dst_entry *roxe_route6(struct net_device *ndev, const struct in6_addr *saddr,
 			      const struct in6_addr *daddr);
+u32 roxe_dst_cookie(struct dst_entry *dst, bool ipv6);
+bool roxe_dst_current(struct dst_entry *dst, u32 cookie);
 void roxe_dst_release(struct dst_entry *dst);
 void roxe_dst_hold(struct dst_entry *dst);
 unsigned int roxe_dst_mtu(struct dst_entry *dst);

@@ -118,15 +118,29 @@ fn enetunreach() -> kernel::error::Error {
 
 /// A route to a destination, holding a reference on its `dst_entry`.
 ///
+/// A route is looked up once and kept (per QP, per address handle), but
+/// the routing tables may change under it: when its device goes down and
+/// comes back, the kept `dst_entry` is dead and whatever is sent on it is
+/// lost. [`Route::send`] checks that the route still stands and, if not,
+/// sends on a route looked up again; [`Route::renew`] replaces a dead route
+/// for good.
+///
 /// # Invariants
 ///
 /// `dst` is a route this value holds one reference to.
 pub(crate) struct Route {
     dst: NonNull<bindings::dst_entry>,
     ipv6: bool,
-    /// For a route to one of this host's own addresses, the device the
-    /// route was looked up on, which receives what is sent on it.
-    local: Option<ARef<NetDevice>>,
+    /// What tells whether the route still stands (`dst_check`).
+    cookie: u32,
+    /// The device the route was looked up on.
+    dev: ARef<NetDevice>,
+    /// A route to one of this host's own addresses: `dev` receives what is
+    /// sent on it.
+    local: bool,
+    /// The source and destination addresses (IPv4 in the first 4 bytes).
+    src: [u8; 16],
+    to: [u8; 16],
 }
 
 // SAFETY: Routes are reference counted and may be used and released from
@@ -137,14 +151,26 @@ unsafe impl Sync for Route {}
 
 impl Route {
     /// Wraps a route the caller holds a reference to, looked up on `dev`.
-    fn new(dst: NonNull<bindings::dst_entry>, ipv6: bool, dev: &NetDevice) -> Self {
+    fn new(
+        dst: NonNull<bindings::dst_entry>,
+        ipv6: bool,
+        dev: &NetDevice,
+        src: [u8; 16],
+        to: [u8; 16],
+    ) -> Self {
         // SAFETY: The caller holds a reference on `dst`, so it is valid.
         let local = unsafe { bindings::roxe_dst_is_local(dst.as_ptr()) };
+        // SAFETY: As above.
+        let cookie = unsafe { bindings::roxe_dst_cookie(dst.as_ptr(), ipv6) };
         // INVARIANT: the caller hands over its reference.
         Self {
             dst,
             ipv6,
-            local: local.then(|| ARef::from(dev)),
+            cookie,
+            dev: ARef::from(dev),
+            local,
+            src,
+            to,
         }
     }
 
@@ -158,11 +184,17 @@ impl Route {
                 u32::from_ne_bytes(dst),
             )
         };
+        let mut s = [0u8; 16];
+        let mut t = [0u8; 16];
+        s[..4].copy_from_slice(&src);
+        t[..4].copy_from_slice(&dst);
         // INVARIANT: a non-NULL result carries a reference.
         Ok(Self::new(
             NonNull::new(d).ok_or_else(enetunreach)?,
             false,
             dev,
+            s,
+            t,
         ))
     }
 
@@ -181,7 +213,43 @@ impl Route {
             NonNull::new(d).ok_or_else(enetunreach)?,
             true,
             dev,
+            src,
+            dst,
         ))
+    }
+
+    /// Whether the routing tables still stand behind this route.
+    pub(crate) fn is_current(&self) -> bool {
+        // SAFETY: We hold a reference on the route.
+        unsafe { bindings::roxe_dst_current(self.dst.as_ptr(), self.cookie) }
+    }
+
+    /// The same route looked up again.
+    fn again(&self) -> Result<Self> {
+        if self.ipv6 {
+            Self::ipv6(&self.dev, self.src, self.to)
+        } else {
+            let mut s = [0u8; 4];
+            let mut t = [0u8; 4];
+            s.copy_from_slice(&self.src[..4]);
+            t.copy_from_slice(&self.to[..4]);
+            Self::ipv4(&self.dev, s, t)
+        }
+    }
+
+    /// Replaces this route by a fresh lookup if it no longer stands.
+    /// Returns whether it was replaced; a failed lookup keeps the old one.
+    pub(crate) fn renew(&mut self) -> bool {
+        if self.is_current() {
+            return false;
+        }
+        match self.again() {
+            Ok(r) => {
+                *self = r;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Whether this route carries IPv6.
@@ -203,7 +271,18 @@ impl Route {
     /// receives it, as if from the wire. A multicast packet leaves without
     /// the IP layer's loopback copy; when this host may be a member of the
     /// group, the device receives a copy of its own, as sent to this host.
+    ///
+    /// A route that no longer stands is looked up again for this packet
+    /// (the caller may [`Route::renew`] it to keep the new one).
     pub(crate) fn send(&self, len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> Result {
+        if !self.is_current() {
+            return self.again()?.send_on(len, fill);
+        }
+        self.send_on(len, fill)
+    }
+
+    /// [`Route::send`] on this route as it is.
+    fn send_on(&self, len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> Result {
         let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
         let mut data: *mut u8 = core::ptr::null_mut();
         // SAFETY: We hold a reference on the route; `data` is a valid out-pointer.
@@ -218,16 +297,15 @@ impl Route {
             unsafe { bindings::roxe_skb_free(skb) };
             return Err(EIO);
         }
-        let rc = match &self.local {
+        let rc = if self.local {
             // SAFETY: The skb is ours and filled with an IP packet to a local
             // address; the helper consumes it and takes its own reference on
             // the route. `dev` is held.
-            Some(dev) => unsafe {
-                bindings::roxe_tx_loopback(skb, self.dst.as_ptr(), dev.as_raw())
-            },
+            unsafe { bindings::roxe_tx_loopback(skb, self.dst.as_ptr(), self.dev.as_raw()) }
+        } else {
             // SAFETY: The skb is ours and filled; the helper consumes it and
             // takes its own reference on the route.
-            None => unsafe { bindings::roxe_tx_send(skb, self.dst.as_ptr(), self.ipv6) },
+            unsafe { bindings::roxe_tx_send(skb, self.dst.as_ptr(), self.ipv6) }
         };
         // The helpers return 0 or a negative errno: a packet the IP layer
         // or a qdisc dropped is `ENOBUFS`.
@@ -246,7 +324,11 @@ impl Clone for Route {
         Self {
             dst: self.dst,
             ipv6: self.ipv6,
-            local: self.local.clone(),
+            cookie: self.cookie,
+            dev: self.dev.clone(),
+            local: self.local,
+            src: self.src,
+            to: self.to,
         }
     }
 }

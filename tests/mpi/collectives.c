@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The MPI check of issue 18: point-to-point around the ring, broadcast,
- * allreduce and alltoall across every rank, each result checked, each
- * operation timed. One line per operation from rank 0:
+ * allreduce, alltoall and one-sided put and get across every rank, each
+ * result checked, each operation timed. One line per operation from rank 0:
  *
  *   <op> ok|FAILED <bytes per rank> <microseconds per call> [detail]
  *
@@ -149,6 +149,44 @@ static void alltoall(size_t n)
 	free(in);
 }
 
+/*
+ * One-sided: each rank puts a buffer into the window of the next rank,
+ * then gets it back from there, fenced on both sides (osc ucx: UCX's RDMA
+ * write and read). The window must hold what the previous rank put, and
+ * the get must return what this rank put.
+ */
+static void putget(size_t n)
+{
+	uint64_t *out = malloc(n * 8), *in = malloc(n * 8), *win_buf;
+	int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+	int bad = 0;
+	double t = 0;
+	MPI_Win win;
+
+	MPI_Win_allocate(n * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win_buf, &win);
+	for (int k = -2; k < rounds; k++) {
+		for (size_t i = 0; i < n; i++)
+			out[i] = val(rank, i + 31, k);
+		memset(in, 0, n * 8);
+		MPI_Win_fence(0, win);
+		double t0 = MPI_Wtime();
+
+		MPI_Put(out, n, MPI_UINT64_T, next, 0, n, MPI_UINT64_T, win);
+		MPI_Win_fence(0, win);
+		MPI_Get(in, n, MPI_UINT64_T, next, 0, n, MPI_UINT64_T, win);
+		MPI_Win_fence(0, win);
+		if (k >= 0)
+			t += MPI_Wtime() - t0;
+		for (size_t i = 0; i < n; i++)
+			if (win_buf[i] != val(prev, i + 31, k) || in[i] != out[i])
+				bad = 1;
+	}
+	MPI_Win_free(&win);
+	report("putget", n * 8, t, bad, NULL);
+	free(out);
+	free(in);
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t sizes[] = { 1, 1024, 65536 }; /* 8-byte words */
@@ -171,6 +209,7 @@ int main(int argc, char **argv)
 		bcast(sizes[s]);
 		allreduce(sizes[s]);
 		alltoall(sizes[s]);
+		putget(sizes[s]);
 	}
 	if (rank == 0)
 		printf("mpi: %d operations, %d failed\n", ops, failed_ops);

@@ -74,9 +74,12 @@ pub(crate) enum Event {
     /// A UD datagram met a receive buffer paged on demand that was not
     /// mapped: it was kept until the fault mapped it.
     RespUdParked,
+    /// A QP's route no longer stood (its device went down and came back,
+    /// or the routing tables changed) and was looked up again at a retry.
+    RouteRenewed,
 }
 
-const EVENTS: usize = 25;
+const EVENTS: usize = 26;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -110,6 +113,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_multicast_packets"),
     c_str!("req_odp_wait"),
     c_str!("resp_ud_parked"),
+    c_str!("tx_route_renewed"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),

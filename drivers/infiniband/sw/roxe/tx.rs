@@ -61,6 +61,13 @@ impl Path {
         ip::gids(ip).is_some_and(|(s, d)| s == self.dst && d == self.src)
     }
 
+    /// Looks the route up again if the routing tables changed under it
+    /// (its device went down and up, say), so later packets need not.
+    /// Until then each packet is sent on a route looked up for it.
+    pub(crate) fn renew_route(&mut self) -> bool {
+        self.route.renew()
+    }
+
     /// The largest IB MTU the route carries.
     pub(crate) fn mtu(&self) -> u32 {
         IbMtu::for_netdev_mtu(self.route.mtu()).map_or(256, IbMtu::bytes)
