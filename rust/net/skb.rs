@@ -120,8 +120,9 @@ fn enetunreach() -> kernel::error::Error {
 ///
 /// A route is looked up once and kept (per QP, per address handle), but
 /// the routing tables may change under it: when its device goes down and
-/// comes back, the kept `dst_entry` is dead and whatever is sent on it is
-/// lost. [`Route::send`] checks that the route still stands and, if not,
+/// comes back, the kept `dst_entry` is dead: the kernel has moved it to
+/// the blackhole device, which discards what is sent on it and has an MTU
+/// of 68. [`Route::send`] checks that the route still stands and, if not,
 /// sends on a route looked up again; [`Route::renew`] replaces a dead route
 /// for good.
 ///
@@ -141,6 +142,8 @@ pub(crate) struct Route {
     /// The source and destination addresses (IPv4 in the first 4 bytes).
     src: [u8; 16],
     to: [u8; 16],
+    /// The path MTU when the route was looked up.
+    mtu_at_lookup: u32,
 }
 
 // SAFETY: Routes are reference counted and may be used and released from
@@ -162,6 +165,8 @@ impl Route {
         let local = unsafe { bindings::roxe_dst_is_local(dst.as_ptr()) };
         // SAFETY: As above.
         let cookie = unsafe { bindings::roxe_dst_cookie(dst.as_ptr(), ipv6) };
+        // SAFETY: As above.
+        let mtu_at_lookup = unsafe { bindings::roxe_dst_mtu(dst.as_ptr()) };
         // INVARIANT: the caller hands over its reference.
         Self {
             dst,
@@ -171,6 +176,7 @@ impl Route {
             local,
             src,
             to,
+            mtu_at_lookup,
         }
     }
 
@@ -257,10 +263,16 @@ impl Route {
         self.ipv6
     }
 
-    /// The path MTU of the route.
+    /// The path MTU of the route. A route that no longer stands may have
+    /// been moved to the blackhole device (MTU 68) by then, so its MTU is
+    /// taken from a route looked up again, or, with none to be had (the
+    /// link is down), the MTU it had when it was looked up.
     pub(crate) fn mtu(&self) -> u32 {
-        // SAFETY: We hold a reference on the route.
-        unsafe { bindings::roxe_dst_mtu(self.dst.as_ptr()) }
+        if self.is_current() {
+            // SAFETY: We hold a reference on the route.
+            return unsafe { bindings::roxe_dst_mtu(self.dst.as_ptr()) };
+        }
+        self.again().map_or(self.mtu_at_lookup, |r| r.mtu_at_lookup)
     }
 
     /// Allocates a packet of `len` bytes from the IP header on and lets `fill`
@@ -329,6 +341,7 @@ impl Clone for Route {
             local: self.local,
             src: self.src,
             to: self.to,
+            mtu_at_lookup: self.mtu_at_lookup,
         }
     }
 }

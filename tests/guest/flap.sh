@@ -1,6 +1,3 @@
-# KNOWN TO FAIL today (Documentation/datapath.md, "Not built yet":
-# recovery after a long link loss); not part of `make test`.
-#
 # A link that goes down for 10 s under RC traffic and comes back: the QPs
 # must carry on once it is back, when their retries outlast the gap.
 # Role 1 serves perftest and takes its own link down 5 s into each run;

@@ -180,6 +180,9 @@ fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Re
     if connected && !st.path.as_ref().is_some_and(|p| p.carries(meta.ip)) {
         return Err(Drop::Address);
     }
+    if connected {
+        st.renew_route(qp.device().data());
+    }
     if pkt.opcode.is_response() {
         return complete(qp, &mut st, pkt);
     }

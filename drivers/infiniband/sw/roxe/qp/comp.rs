@@ -440,13 +440,6 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         }
     }
     st.comp.retrying = true;
-    // A retry is when a dead route shows (the link went down and came
-    // back): keep a fresh one for this QP from now on.
-    if let Some(p) = st.path.as_mut() {
-        if p.renew_route() {
-            count(qp, Event::RouteRenewed);
-        }
-    }
     go_back(qp, st);
     send_pending(qp, st);
 }

@@ -128,6 +128,17 @@ impl QpState {
         self.path.as_ref().map_or(mtu, |p| mtu.min(p.mtu()))
     }
 
+    /// Looks a connected QP's route up again if the routing tables changed
+    /// under it (its device went down and came back), counted in
+    /// `tx_route_renewed`. Called before the QP sends or takes a packet,
+    /// so that a dead route neither discards what it sends nor cuts its
+    /// packets at the blackhole device's MTU.
+    pub(crate) fn renew_route(&mut self, dev: &RoxeDev) {
+        if self.path.as_mut().is_some_and(Path::renew_route) {
+            dev.counters.event(crate::counters::Event::RouteRenewed);
+        }
+    }
+
     /// Forgets the requester's and completer's progress (the responder's
     /// goes with its own `flush` or `reset`).
     fn reset_progress(&mut self) {

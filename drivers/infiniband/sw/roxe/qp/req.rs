@@ -232,6 +232,7 @@ pub(crate) fn fail(qp: &Qp<Roxe>, st: &mut QpState, w: &SendWqe, op: SendOp, sta
 /// QP's timer, so one huge message does not hold the CPU.
 pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
+    st.renew_route(qp.device().data());
     let t = wire(this.qp_type);
     let mut budget = BUDGET;
     let ndev = st.ndev.clone();
