@@ -16,6 +16,7 @@ extern crate std;
 
 pub mod access;
 pub mod aeth;
+pub mod dcqcn;
 pub mod headers;
 pub mod icrc;
 pub mod ip;

@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The DCQCN reaction point: one QP's sending rate, cut when a CNP comes
+//! back for it and raised again as time passes and bytes go out (Zhu et
+//! al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM
+//! 2015; the constants are those of `Documentation/congestion.md`).
+//!
+//! Everything is integer arithmetic over caller-supplied time in
+//! microseconds, so the same machine runs in the kernel and under
+//! `cargo test`. Not wired into the driver yet.
+
+/// How late (ns) a paced packet may leave and still keep its place in the
+/// schedule.
+pub const CATCH_UP_NS: u64 = 20_000;
+
+/// Alpha is kept in 1/1024ths: [`ALPHA_ONE`] is 1.0.
+pub const ALPHA_ONE: u32 = 1024;
+
+/// The reaction point's constants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// The rate with no congestion, and the ceiling, in kbit/s.
+    pub line_kbps: u64,
+    /// No cut goes below this, in kbit/s.
+    pub min_kbps: u64,
+    /// Additive increase of the target rate, in kbit/s.
+    pub ai_kbps: u64,
+    /// Hyper increase of the target rate per stage past `threshold`.
+    pub hai_kbps: u64,
+    /// Alpha's gain g as a shift: g = 1 / 2^`g_shift`.
+    pub g_shift: u32,
+    /// Alpha decays once per this many microseconds without a CNP.
+    pub alpha_period_us: u64,
+    /// The rate-increase timer, in microseconds.
+    pub increase_period_us: u64,
+    /// The rate-increase byte counter: one stage per this many bytes sent.
+    pub byte_reset: u64,
+    /// Stages of fast recovery before additive increase (F).
+    pub threshold: u32,
+    /// At most one cut per this many microseconds; CNPs in between only
+    /// count as ignored.
+    pub decrease_period_us: u64,
+}
+
+impl Params {
+    /// The paper's constants with ConnectX's increase steps, for a link of
+    /// `line_kbps`.
+    pub const fn new(line_kbps: u64) -> Params {
+        Params {
+            line_kbps,
+            min_kbps: 1_000,
+            ai_kbps: 5_000,
+            hai_kbps: 50_000,
+            g_shift: 8,
+            alpha_period_us: 55,
+            increase_period_us: 300,
+            byte_reset: 10 << 20,
+            threshold: 5,
+            decrease_period_us: 50,
+        }
+    }
+}
+
+/// What became of a CNP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cnp {
+    /// It cut the rate (`rp_cnp_handled`).
+    Handled,
+    /// It came within the decrease period of the last cut and only moved
+    /// alpha (`rp_cnp_ignored`).
+    Ignored,
+}
+
+/// One QP's rate state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    /// Current rate (Rc), kbit/s.
+    rc: u64,
+    /// Target rate (Rt), kbit/s.
+    rt: u64,
+    /// Alpha, in 1/1024ths.
+    alpha: u32,
+    /// Timer stages (T) and byte stages (BC) since the last cut.
+    t: u32,
+    bc: u32,
+    /// Bytes sent toward the next byte stage.
+    bytes: u64,
+    /// When the last cut was, and when alpha and the timer last moved.
+    cut_at: Option<u64>,
+    alpha_at: u64,
+    timer_at: u64,
+    /// Earliest time the next packet may leave, while limited, in
+    /// nanoseconds (so that packet times do not round away).
+    next_ns: u64,
+}
+
+impl Rate {
+    /// A QP that has seen no CNP: full rate, not paced.
+    pub const fn new(p: &Params) -> Rate {
+        Rate {
+            rc: p.line_kbps,
+            rt: p.line_kbps,
+            alpha: ALPHA_ONE,
+            t: 0,
+            bc: 0,
+            bytes: 0,
+            cut_at: None,
+            alpha_at: 0,
+            timer_at: 0,
+            next_ns: 0,
+        }
+    }
+
+    /// The current rate, kbit/s.
+    pub fn rate_kbps(&self) -> u64 {
+        self.rc
+    }
+
+    /// The target rate, kbit/s.
+    pub fn target_kbps(&self) -> u64 {
+        self.rt
+    }
+
+    /// Alpha, in 1/1024ths.
+    pub fn alpha(&self) -> u32 {
+        self.alpha
+    }
+
+    /// Whether the QP is held below the line rate.
+    pub fn limited(&self, p: &Params) -> bool {
+        self.rc < p.line_kbps
+    }
+
+    /// A CNP for this QP arrived at `now`.
+    pub fn on_cnp(&mut self, p: &Params, now: u64) -> Cnp {
+        self.advance(p, now);
+        // Alpha moves toward 1 on every CNP: (1 - g) alpha + g.
+        self.alpha = self.alpha - (self.alpha >> p.g_shift) + (ALPHA_ONE >> p.g_shift);
+        self.alpha = self.alpha.min(ALPHA_ONE);
+        self.alpha_at = now;
+        if let Some(at) = self.cut_at {
+            if now.saturating_sub(at) < p.decrease_period_us {
+                return Cnp::Ignored;
+            }
+        }
+        if self.cut_at.is_none() {
+            // The first CNP: alpha starts at 1, so the first cut halves.
+            self.alpha = ALPHA_ONE;
+        }
+        self.rt = self.rc;
+        // Rc (1 - alpha / 2): with alpha at most 1, at most a halving.
+        let cut = self.rc * u64::from(self.alpha) / u64::from(2 * ALPHA_ONE);
+        self.rc = (self.rc - cut).max(p.min_kbps).min(p.line_kbps);
+        self.t = 0;
+        self.bc = 0;
+        self.bytes = 0;
+        self.cut_at = Some(now);
+        self.timer_at = now;
+        Cnp::Handled
+    }
+
+    /// Brings alpha's decay and the increase timer up to `now`.
+    pub fn advance(&mut self, p: &Params, now: u64) {
+        if self.cut_at.is_none() {
+            self.alpha_at = now;
+            self.timer_at = now;
+            return;
+        }
+        if let Some(k) = now
+            .saturating_sub(self.alpha_at)
+            .checked_div(p.alpha_period_us)
+        {
+            if k > 0 {
+                // (1 - g)^k; past 16/g periods alpha is below 1/1024 anyway.
+                let limit = 16u64 << p.g_shift;
+                if k >= limit {
+                    self.alpha = 0;
+                } else {
+                    for _ in 0..k {
+                        if self.alpha == 0 {
+                            break;
+                        }
+                        let d = (self.alpha >> p.g_shift).max(1);
+                        self.alpha -= d;
+                    }
+                }
+                self.alpha_at += k * p.alpha_period_us;
+            }
+        }
+        if let Some(k) = now
+            .saturating_sub(self.timer_at)
+            .checked_div(p.increase_period_us)
+        {
+            for _ in 0..k.min(4096) {
+                if self.rc >= p.line_kbps {
+                    break;
+                }
+                self.t = self.t.saturating_add(1);
+                self.increase(p);
+            }
+            self.timer_at += k * p.increase_period_us;
+        }
+    }
+
+    /// One stage of increase (the timer's or the byte counter's).
+    fn increase(&mut self, p: &Params) {
+        let f = p.threshold;
+        if self.t > f && self.bc > f {
+            let n = u64::from(self.t.min(self.bc) - f);
+            self.rt = self.rt.saturating_add(n.saturating_mul(p.hai_kbps));
+        } else if self.t >= f || self.bc >= f {
+            self.rt = self.rt.saturating_add(p.ai_kbps);
+        }
+        // Fast recovery only averages toward the target.
+        self.rt = self.rt.min(p.line_kbps);
+        self.rc = (self.rt + self.rc).div_ceil(2).min(p.line_kbps);
+    }
+
+    /// Microseconds to wait before a packet may leave at `now` (0: now).
+    pub fn wait_us(&self, p: &Params, now: u64) -> u64 {
+        if !self.limited(p) {
+            return 0;
+        }
+        self.next_ns
+            .saturating_sub(now.saturating_mul(1000))
+            .div_ceil(1000)
+    }
+
+    /// A packet of `bytes` left at `now`: the pacing clock moves on by its
+    /// time at the current rate, and the byte counter counts it.
+    pub fn sent(&mut self, p: &Params, bytes: u64, now: u64) {
+        self.advance(p, now);
+        let now_ns = now.saturating_mul(1000);
+        if self.limited(p) && self.rc > 0 {
+            // bits / (kbit/s) = ms; times 10^6 for ns.
+            let cost = bytes.saturating_mul(8_000_000) / self.rc;
+            // A packet sent a little late (a timer's granularity) does
+            // not push the schedule back: lateness up to `CATCH_UP_NS`
+            // is made up by the packets after it.
+            let base = self.next_ns.max(now_ns.saturating_sub(CATCH_UP_NS));
+            self.next_ns = base.saturating_add(cost);
+        } else {
+            self.next_ns = now_ns;
+        }
+        if self.cut_at.is_some() && p.byte_reset > 0 {
+            self.bytes += bytes;
+            while self.bytes >= p.byte_reset && self.rc < p.line_kbps {
+                self.bytes -= p.byte_reset;
+                self.bc = self.bc.saturating_add(1);
+                self.increase(p);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LINE: u64 = 1_000_000; // 1 Gbit/s
+
+    fn p() -> Params {
+        Params::new(LINE)
+    }
+
+    #[test]
+    fn a_fresh_qp_is_not_paced() {
+        let p = p();
+        let mut r = Rate::new(&p);
+        assert!(!r.limited(&p));
+        assert_eq!(r.wait_us(&p, 5), 0);
+        r.sent(&p, 1 << 20, 10);
+        assert_eq!(r.wait_us(&p, 10), 0);
+        assert_eq!(r.rate_kbps(), LINE);
+    }
+
+    #[test]
+    fn the_first_cnp_halves_the_rate() {
+        let p = p();
+        let mut r = Rate::new(&p);
+        assert_eq!(r.on_cnp(&p, 100), Cnp::Handled);
+        assert_eq!(r.rate_kbps(), LINE / 2);
+        assert_eq!(r.target_kbps(), LINE);
+        assert!(r.limited(&p));
+    }
+
+    #[test]
+    fn cnps_within_the_decrease_period_are_ignored() {
+        let p = p();
+        let mut r = Rate::new(&p);
+        assert_eq!(r.on_cnp(&p, 1000), Cnp::Handled);
+        let after_one = r.rate_kbps();
+        assert_eq!(r.on_cnp(&p, 1010), Cnp::Ignored);
+        assert_eq!(r.on_cnp(&p, 1049), Cnp::Ignored);
+        assert_eq!(r.rate_kbps(), after_one);
+        assert_eq!(r.on_cnp(&p, 1050), Cnp::Handled);
+        assert!(r.rate_kbps() < after_one);
+    }
+
+    #[test]
+    fn steady_cnps_drive_the_rate_to_the_floor_and_no_lower() {
+        let p = p();
+        let mut r = Rate::new(&p);
+        let mut last = r.rate_kbps();
+        for i in 0..200u64 {
+            r.on_cnp(&p, 1000 + i * 50);
+            assert!(r.rate_kbps() <= last);
+            assert!(r.rate_kbps() >= p.min_kbps);
+            last = r.rate_kbps();
+        }
+        assert_eq!(r.rate_kbps(), p.min_kbps);
+    }
+
+    #[test]
+    fn alpha_decays_without_cnps() {
+        let p = p();
+        let mut r = Rate::new(&p);
+        r.on_cnp(&p, 0);
+        assert_eq!(r.alpha(), ALPHA_ONE);
+        r.advance(&p, 55 * 100);
+        let a = r.alpha();
+        assert!(a < ALPHA_ONE && a > ALPHA_ONE / 2, "{a}");
+        r.advance(&p, 55 * 100_000);
+        assert_eq!(r.alpha(), 0);
+    }
+
+    #[test]
+    fn the_timer_recovers_the_rate_to_the_line() {
+        let p = p();
+        let mut r = Rate::new(&p);
+        r.on_cnp(&p, 0);
+        let cut = r.rate_kbps();
+        // Fast recovery: five stages halve the gap to the target each time.
+        r.advance(&p, 300 * 5);
+        let gap = LINE - r.rate_kbps();
+        assert!(gap <= (LINE - cut) / 32 + 1, "gap {gap}");
+        // Additive and then hyper increase reach the line.
+        r.advance(&p, 300 * 4000);
+        assert_eq!(r.rate_kbps(), LINE);
+        assert!(!r.limited(&p));
+    }
+
+    #[test]
+    fn bytes_sent_also_raise_the_rate() {
+        let p = Params {
+            increase_period_us: 0,
+            ..p()
+        };
+        let mut r = Rate::new(&p);
+        r.on_cnp(&p, 0);
+        let cut = r.rate_kbps();
+        r.sent(&p, p.byte_reset * 3, 1);
+        assert!(r.rate_kbps() > cut);
+    }
+
+    #[test]
+    fn pacing_spaces_packets_at_the_current_rate() {
+        let p = Params {
+            increase_period_us: 0,
+            byte_reset: u64::MAX,
+            ..p()
+        };
+        let mut r = Rate::new(&p);
+        r.on_cnp(&p, 0);
+        let rate = r.rate_kbps(); // 500 Mbit/s
+        let mut now = 0u64;
+        let pkt = 1024u64;
+        for _ in 0..1000 {
+            now += r.wait_us(&p, now);
+            r.sent(&p, pkt, now);
+        }
+        // 1000 packets of 1 KiB at `rate`: 8,192,000 bits.
+        let want = 1000 * pkt * 8_000 / rate;
+        assert!(
+            now + 20 >= want && now <= want + 20,
+            "now {now}, want {want}"
+        );
+    }
+
+    #[derive(Clone, Debug)]
+    enum Ev {
+        Cnp(u64),
+        Sent(u64, u64),
+        Tick(u64),
+    }
+
+    fn ev() -> impl Strategy<Value = Ev> {
+        prop_oneof![
+            (0u64..500).prop_map(Ev::Cnp),
+            (0u64..5000, 1u64..65536).prop_map(|(d, b)| Ev::Sent(d, b)),
+            (0u64..100_000).prop_map(Ev::Tick),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn rates_stay_between_the_floor_and_the_line(evs in proptest::collection::vec(ev(), 1..300)) {
+            let p = p();
+            let mut r = Rate::new(&p);
+            let mut now = 0u64;
+            for e in evs {
+                match e {
+                    Ev::Cnp(d) => { now += d; r.on_cnp(&p, now); }
+                    Ev::Sent(d, b) => { now += d; r.sent(&p, b, now); }
+                    Ev::Tick(d) => { now += d; r.advance(&p, now); }
+                }
+                prop_assert!(r.rate_kbps() >= p.min_kbps && r.rate_kbps() <= p.line_kbps);
+                prop_assert!(r.target_kbps() <= p.line_kbps);
+                prop_assert!(r.alpha() <= ALPHA_ONE);
+            }
+        }
+    }
+}
