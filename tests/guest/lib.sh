@@ -156,3 +156,13 @@ finish() {
 	[ "$ROXE_FAILS" = 0 ]
 	exit $?
 }
+
+# nvme_dev: the block device of the first NVMe namespace (nvmeof.sh and
+# nvmeof-multi.sh; the guests have no other NVMe device).
+nvme_dev() {
+	local b
+	for b in /sys/block/nvme*n1; do
+		[ -e "$b" ] && { echo "/dev/${b##*/}"; return 0; }
+	done
+	return 1
+}

@@ -28,14 +28,6 @@ check "modprobe roxe" modprobe roxe
 check "rdma link add roxe0 on $ROXE_IF" rdma link add roxe0 type roxe netdev "$ROXE_IF"
 wait_for 10 gid_index_v4 roxe0
 
-nvme_dev() {
-	local b
-	for b in /sys/block/nvme*n1; do
-		[ -e "$b" ] && { echo "/dev/${b##*/}"; return 0; }
-	done
-	return 1
-}
-
 # hosts_seen: how many distinct host addresses the target's CM has
 # connected IDs with.
 hosts_seen() {

@@ -43,16 +43,6 @@ target_down() {
 	! [ -e "$s" ] && ! [ -e "$p" ]
 }
 
-# The namespace's block device once the host connected (the guest has no
-# other NVMe device).
-nvme_dev() {
-	local b
-	for b in /sys/block/nvme*n1; do
-		[ -e "$b" ] && { echo "/dev/${b##*/}"; return 0; }
-	done
-	return 1
-}
-
 # rate BYTES SECONDS_X1000: MB/s with one decimal.
 rate() { awk -v b="$1" -v ms="$2" 'BEGIN { if (ms < 1) ms = 1; printf "%.1f", b / 1e6 / (ms / 1000) }'; }
 
