@@ -64,6 +64,13 @@ if [ "$me" = 1 ]; then
 		wait_for $((limit * 4)) test -e "$ROXE_SHARED/host-done.$g" ||
 			fail "host $g did not finish"
 	done
+	# The device goes before the port: rdma_cm then destroys the port's
+	# listening ID itself (DEVICE_REMOVAL), and the configfs teardown
+	# below does not. That teardown holds nvmet_config_sem while it
+	# destroys the ID (rdma_cm's handler_mutex), the reverse of an I/O
+	# queue's connect run from the CM handler, and lockdep reports the
+	# pair (seen in CI on 2026-12-04; upstream nvmet, not roxe).
+	check "rdma link delete roxe0 before the target's teardown" rdma link delete roxe0
 	rm -f "$p/subsystems/$NQN"
 	rmdir "$p"
 	echo 0 >"$s/namespaces/1/enable"
