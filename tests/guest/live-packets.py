@@ -166,13 +166,20 @@ class Wire:
         roce = bp.bth(opcode, qpn, psn=psn, pad=pad) + ext + payload + bytes(pad)
         self.tx.sendto(self.pk.make(roce, src=src, dst=dst), (dst or self.ip, 0))
 
-    def drain(self):
+    def drain(self, until=None):
         """Everything roxe sent to PEER_QPN since the last call, as (opcode,
         PSN, AETH syndrome or None), each packet once (as the peer's end of
-        the wire received it)."""
+        the wire received it). With `until`, waits up to 3 s for a packet
+        that makes `until(packets so far)` true (one a timer sends, which a
+        busy TCG guest may send late), then for the usual quiet."""
         time.sleep(0.4)
         out = []
-        while select.select([self.rx], [], [], 0.3)[0]:
+        end = time.monotonic() + 3.0
+        while True:
+            if not select.select([self.rx], [], [], 0.3)[0]:
+                if until is None or until(out) or time.monotonic() >= end:
+                    break
+                continue
             data, addr = self.rx.recvfrom(65535)
             if addr[2] != socket.PACKET_HOST or len(data) < 14 + 20 + 8 + 12:
                 continue
@@ -455,7 +462,7 @@ def retry_timer(v, w, check):
     rnr = bp.aeth(0x20 | 29, 0)  # RNR NAK, wait 245.76 ms
     w.send(qp.qp_num, ACKNOWLEDGE, PSN, rnr)
     w.send(qp.qp_num, ACKNOWLEDGE, PSN, rnr)
-    got = w.drain()
+    got = w.drain(until=lambda g: (SEND_ONLY, PSN, None) in g)
     n, wcs = v.cq.poll(1)
     check(n == 0 and (SEND_ONLY, PSN, None) in got
           and counted(w, before, "rx_drop_psn") == 1
@@ -493,7 +500,7 @@ def blocked_wqe(v, w, check):
     n, wcs = v.cq.poll(1)
     check(n == 0, f"a duplicate ACK during the RNR wait completes nothing "
                   f"({[(wc.wr_id, wc.status) for wc in wcs[:n]]})")
-    got = w.drain()
+    got = w.drain(until=lambda g: (SEND_ONLY, PSN, None) in g)
     w.send(qp.qp_num, ACKNOWLEDGE, PSN, bp.aeth(0, 1))
     first, second = poll_one(v.cq), poll_one(v.cq)
     check((SEND_ONLY, PSN, None) in got and first is not None and first.wr_id == 1
@@ -506,8 +513,10 @@ def blocked_wqe(v, w, check):
         pass
 
 
-def poll_one(cq, timeout=1.0):
-    """The next completion on `cq` within `timeout` seconds, or None."""
+def poll_one(cq, timeout=5.0):
+    """The next completion on `cq` within `timeout` seconds, or None. The
+    default is long because a TCG guest that shares the host with another
+    can stall for a second; a completion that comes returns at once."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         n, wcs = cq.poll(1)
@@ -713,7 +722,7 @@ def drain_cq(cq):
         pass
 
 
-def completions(cq, want, timeout=1.5):
+def completions(cq, want, timeout=5.0):
     """The receive completions that come within `timeout` s (up to `want`,
     and a short while longer, so an extra one shows too), as (wr_id,
     status, byte_len)."""

@@ -14,7 +14,7 @@ use crate::rdma::odp::{ImplicitRoot, Miss, OdpUmem};
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::alloc::flags::GFP_KERNEL;
-use kernel::error::code::{EFAULT, ENOSPC};
+use kernel::error::code::{EBUSY, EFAULT, ENOSPC};
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::sync::Arc;
@@ -33,8 +33,17 @@ const MAX_CHILDREN: usize = 4096;
 /// starts a long message, whose next pages are missing too.
 const FAULT_AHEAD: usize = 256 * 1024;
 
-/// Failed faults in a row that make a miss an error.
+/// Failed faults in a row that make a miss an error: [`FAULT_TRIES`]
+/// that failed for good (nothing mapped there, a write to read-only
+/// memory, the process gone), or [`BUSY_TRIES`] that ran out of time
+/// while the kernel kept moving the pages (`EBUSY` after the core's one
+/// second of retries: migration or compaction under way), or a mix
+/// weighted so.
 const FAULT_TRIES: u32 = 3;
+const BUSY_TRIES: u32 = 30;
+/// What a failure adds to [`OdpPages::failed`], and where it stops.
+const HARD_WEIGHT: u32 = BUSY_TRIES / FAULT_TRIES;
+const FAIL_LIMIT: u32 = BUSY_TRIES;
 
 /// An implicit registration: the root, and its pieces by index
 /// (address >> [`CHUNK_SHIFT`]).
@@ -141,11 +150,12 @@ pub(crate) struct OdpPages {
     mem: OdpMem,
     /// A fault of this MR is queued or running.
     faulting: AtomicBool,
-    /// Faults the data path asked for that failed in a row (no memory
-    /// mapped there any more, a write to read-only memory, the process
-    /// gone). After [`FAULT_TRIES`] the next miss is an error rather than
-    /// another wait, or a requester would wait forever; fewer ride out a
-    /// moment when the memory was write-protected (`mprotect`, `fork`).
+    /// Faults the data path asked for that failed in a row, weighted:
+    /// [`HARD_WEIGHT`] for one that failed for good, 1 for one that timed
+    /// out on pages in motion. At [`FAIL_LIMIT`] the next miss is an error
+    /// rather than another wait, or a requester would wait forever; less
+    /// rides out a moment when the memory was write-protected
+    /// (`mprotect`, `fork`) or being migrated.
     failed: AtomicU32,
 }
 
@@ -201,10 +211,10 @@ impl OdpPages {
     }
 
     /// The data path missed `len` bytes at `off`: whether to wait for a
-    /// fault (`true`) or fail the access, after [`FAULT_TRIES`] failed
-    /// faults in a row.
+    /// fault (`true`) or fail the access, after [`FAULT_TRIES`] (or
+    /// [`BUSY_TRIES`]) failed faults in a row.
     pub(crate) fn wait_for_fault(&self) -> bool {
-        if self.failed.load(Ordering::Acquire) >= FAULT_TRIES {
+        if self.failed.load(Ordering::Acquire) >= FAIL_LIMIT {
             self.failed.store(0, Ordering::Release);
             return false;
         }
@@ -225,7 +235,7 @@ impl OdpPages {
 
     /// Runs the fault the data path asked for: `len` bytes at `off`, with
     /// some ahead if that works; a failure of the exact range counts
-    /// towards [`FAULT_TRIES`]. Sleeps.
+    /// towards [`FAIL_LIMIT`]. Sleeps.
     pub(crate) fn fault(&self, off: usize, len: usize, write: bool) {
         let mut ahead = len.max(FAULT_AHEAD);
         if let OdpMem::Implicit(_) = self.mem {
@@ -234,12 +244,19 @@ impl OdpPages {
             let to_end = (CHUNK - (off as u64 & (CHUNK - 1))) as usize;
             ahead = ahead.min(to_end).max(len);
         }
-        let ok = (ahead > len && self.map(off, ahead, write, false).is_ok())
-            || self.map(off, len, write, false).is_ok();
-        if ok {
-            self.failed.store(0, Ordering::Release);
+        let r = if ahead > len && self.map(off, ahead, write, false).is_ok() {
+            Ok(())
         } else {
-            self.failed.fetch_add(1, Ordering::AcqRel);
+            self.map(off, len, write, false)
+        };
+        match r {
+            Ok(()) => self.failed.store(0, Ordering::Release),
+            Err(e) if e == EBUSY => {
+                self.failed.fetch_add(1, Ordering::AcqRel);
+            }
+            Err(_) => {
+                self.failed.fetch_add(HARD_WEIGHT, Ordering::AcqRel);
+            }
         }
         self.faulting.store(false, Ordering::Release);
     }
