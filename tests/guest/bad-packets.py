@@ -24,8 +24,12 @@ rust/proto/src/headers.rs's parse() check them:
   unknown-qp          RC SEND Only with a right ICRC to QP 0xabcde, every
                       other one with TOS, TTL and BTH byte 4 changed (the ICRC
                       masks them) -> rx_drop_unknown_qp
-  unknown-opcode      reserved, RD, CNP and vendor opcodes
+  unknown-opcode      reserved, RD, native IB CNP and vendor opcodes
                       -> rx_drop_parse_unknown_opcode
+  cnp-unknown-qp      a RoCEv2 CNP (opcode 0x81) to QP 0xabcde
+                      -> rx_drop_unknown_qp
+  cnp-long            a CNP with 4 to 16 bytes too many
+                      -> rx_drop_parse_unexpected_payload
   too-short           UDP payloads of 5, 0, 1 and 11 bytes (less than a BTH)
                       -> rx_drop_parse_too_short
   bad-version         RC SEND Only with BTH TVer 1 to 15
@@ -85,8 +89,11 @@ RC_SEND_ONLY = 0x04
 RC_RDMA_WRITE_ONLY = 0x0a
 RC_ACKNOWLEDGE = 0x11
 # Opcodes roxe does not implement: reserved RC, UC and UD values, RD,
-# CNP and the vendor range.
-UNKNOWN_OPCODES = (0x1e, 0xff, 0x15, 0x40, 0x81, 0xe0, 0x1f, 0x60, 0x2c, 0x18)
+# native IB's CNP (RoCEv2's is 0x81) and the vendor range.
+UNKNOWN_OPCODES = (0x1e, 0xff, 0x15, 0x40, 0x80, 0xe0, 0x1f, 0x60, 0x2c, 0x18)
+# RoCEv2's CNP: BTH, 16 reserved bytes, ICRC.
+CNP = 0x81
+CNP_LEN = 12 + 16 + 4
 # No QP has this number: roxe numbers QPs from 16 up.
 MISSING_QPN = 0xabcde
 # The UDP payload lengths of too-short packets (a BTH is 12 bytes).
@@ -212,6 +219,15 @@ def predict(pkt):
     if len(roce) < 12:
         return "rx_drop_parse_too_short"
     op = roce[0]
+    if op == CNP:
+        if len(roce) != CNP_LEN:
+            return ("rx_drop_parse_truncated" if len(roce) < CNP_LEN
+                    else "rx_drop_parse_unexpected_payload")
+        if roce[1] & 0x3f != 0:
+            return "rx_drop_parse_bad_version"
+        if struct.pack("<I", icrc(pkt[:ihl], udp[:-ICRC_LEN])) != udp[-ICRC_LEN:]:
+            return "rx_drop_icrc"
+        return "rx_drop_unknown_qp"
     if op not in HEADER_LEN:
         return "rx_drop_parse_unknown_opcode"
     if roce[1] & 0xf != 0:
@@ -266,6 +282,12 @@ class Packets:
         op = UNKNOWN_OPCODES[i % len(UNKNOWN_OPCODES)]
         return self.make(bth(op, MISSING_QPN, psn=i) + b"unknown!")
 
+    def cnp_unknown_qp(self, i):
+        return self.make(bth(CNP, MISSING_QPN, byte4=0x40) + bytes(16))
+
+    def cnp_long(self, i):
+        return self.make(bth(CNP, MISSING_QPN, byte4=0x40) + bytes(16 + 4 * (1 + i % 4)))
+
     def too_short(self, i):
         n = SHORT_LENS[i % len(SHORT_LENS)]
         return self.make(bth(RC_SEND_ONLY, MISSING_QPN)[:n], icrc_xor=None)
@@ -313,6 +335,8 @@ KINDS = [
     ("bad-icrc", "rx_drop_icrc", Packets.bad_icrc),
     ("unknown-qp", "rx_drop_unknown_qp", Packets.unknown_qp),
     ("unknown-opcode", "rx_drop_parse_unknown_opcode", Packets.unknown_opcode),
+    ("cnp-unknown-qp", "rx_drop_unknown_qp", Packets.cnp_unknown_qp),
+    ("cnp-long", "rx_drop_parse_unexpected_payload", Packets.cnp_long),
     ("too-short", "rx_drop_parse_too_short", Packets.too_short),
     ("bad-version", "rx_drop_parse_bad_version", Packets.bad_version),
     ("truncated", "rx_drop_parse_truncated", Packets.truncated),
@@ -400,7 +424,8 @@ def selftest():
             ("the packet", good, "rx_drop_unknown_qp"),
             ("11 bytes", good[:28 + 11], "rx_drop_parse_too_short"),
             ("RD SEND First", byte(good, 28, 0x40), "rx_drop_parse_unknown_opcode"),
-            ("CNP", byte(good, 28, 0x81), "rx_drop_parse_unknown_opcode"),
+            ("native IB's CNP", byte(good, 28, 0x80), "rx_drop_parse_unknown_opcode"),
+            ("a RoCEv2 CNP of 20 bytes", byte(good, 28, 0x81), "rx_drop_parse_truncated"),
             ("TVer 1", byte(good, 29, 0x01), "rx_drop_parse_bad_version"),
             ("BTH and ICRC less a byte", good[:28 + 15], "rx_drop_parse_truncated"),
             ("pad 3, BTH and ICRC", byte(good[:28 + 16], 29, 0x30), "rx_drop_parse_truncated"),

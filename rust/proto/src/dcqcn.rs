@@ -7,7 +7,8 @@
 //!
 //! Everything is integer arithmetic over caller-supplied time in
 //! microseconds, so the same machine runs in the kernel and under
-//! `cargo test`. Not wired into the driver yet.
+//! `cargo test`. The driver keeps one per connected QP (`qp/cc.rs`) and
+//! moves it on CNPs; it does not pace by it yet.
 
 /// How late (ns) a paced packet may leave and still keep its place in the
 /// schedule.

@@ -16,6 +16,7 @@ extern crate std;
 
 pub mod access;
 pub mod aeth;
+pub mod cnp;
 pub mod dcqcn;
 pub mod headers;
 pub mod icrc;

@@ -7,7 +7,7 @@
 //! the opcodes roxe implements have an [`Opcode`]: RD (`0x40..=0x5f`), CNP
 //! (`0x81`), the manufacturer range and every reserved value give `None`
 //! from [`Opcode::from_u8`], so no length is ever derived from an unknown
-//! opcode.
+//! opcode. (The receive hook takes CNPs before it parses: `cnp.rs`.)
 
 use super::headers::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Feth, Ieth, ImmDt, Reth};
 

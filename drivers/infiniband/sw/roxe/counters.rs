@@ -77,9 +77,20 @@ pub(crate) enum Event {
     /// A QP's route no longer stood (its device went down and came back,
     /// or the routing tables changed) and was looked up again at a retry.
     RouteRenewed,
+    /// Notification point: packets for a QP that arrived marked CE
+    /// (ConnectX's name).
+    NpEcnMarked,
+    /// Notification point: CNPs sent for them (at most one per QP per
+    /// `cnp::Notifier::GAP_US`).
+    NpCnpSent,
+    /// Reaction point: CNPs that cut a QP's rate.
+    RpCnpHandled,
+    /// Reaction point: CNPs that came within the decrease period of the
+    /// last cut, or for a QP that sends no RC or UC traffic.
+    RpCnpIgnored,
 }
 
-const EVENTS: usize = 26;
+const EVENTS: usize = 30;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -114,6 +125,10 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("req_odp_wait"),
     c_str!("resp_ud_parked"),
     c_str!("tx_route_renewed"),
+    c_str!("np_ecn_marked_roce_packets"),
+    c_str!("np_cnp_sent"),
+    c_str!("rp_cnp_handled"),
+    c_str!("rp_cnp_ignored"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),

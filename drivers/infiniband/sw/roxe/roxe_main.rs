@@ -32,6 +32,8 @@ mod rdma;
 mod proto {
     pub(crate) mod access;
     pub(crate) mod aeth;
+    pub(crate) mod cnp;
+    pub(crate) mod dcqcn;
     pub(crate) mod headers;
     pub(crate) mod icrc;
     pub(crate) mod ip;

@@ -9,8 +9,9 @@ use crate::counters::{Drop, Event};
 use crate::device::Roxe;
 use crate::net::skb::RxSkb;
 use crate::net::udp::Receive;
-use crate::proto::headers;
+use crate::proto::cnp;
 use crate::proto::headers::Packet;
+use crate::proto::headers::{self, ParseError};
 use crate::proto::icrc::{self, Icrc, IpHeader};
 use crate::proto::ip;
 use crate::proto::qp::State;
@@ -99,6 +100,13 @@ impl Receive for Rx {
         if mcast_ip {
             c.event(Event::RxMulticast);
         }
+        if roce.first() == Some(&cnp::OPCODE) {
+            if receive_cnp(&dev, roce, ip_hdr, v6, lin.udp) {
+                drop(dev);
+                skb.consume();
+            }
+            return;
+        }
         let pkt = match headers::parse(roce) {
             Ok(p) => p,
             Err(e) => {
@@ -156,6 +164,55 @@ impl Receive for Rx {
     }
 }
 
+/// Takes a packet that starts with the CNP opcode: `roce` is its RoCE
+/// part, `udp` the whole UDP datagram. Counts what became of it; `true`
+/// if a QP took it.
+fn receive_cnp(dev: &Device<Roxe>, roce: &[u8], ip_hdr: &[u8], v6: bool, udp: &[u8]) -> bool {
+    let c = &dev.data().counters;
+    let n = match cnp::parse(roce) {
+        Ok(n) => n,
+        Err(e) => {
+            c.parse(match e {
+                cnp::CnpError::Length if roce.len() < cnp::LEN => ParseError::Truncated,
+                cnp::CnpError::Length => ParseError::UnexpectedPayload,
+                cnp::CnpError::Header => ParseError::BadVersion,
+                cnp::CnpError::Opcode => ParseError::UnknownOpcode,
+            });
+            return false;
+        }
+    };
+    let body = udp.len() - icrc::LEN;
+    let mut crc = Icrc::new(if v6 {
+        IpHeader::V6(ip_hdr)
+    } else {
+        IpHeader::V4(ip_hdr)
+    });
+    crc.update(&udp[..body]);
+    // The ICRC's four bytes end the datagram (`cnp::parse` took LEN bytes).
+    let sent = udp[body..]
+        .iter()
+        .rev()
+        .fold(0u32, |a, b| a << 8 | u32::from(*b));
+    if crc.finish() != sent {
+        c.event(Event::RxBadIcrc);
+        return false;
+    }
+    match dev
+        .data()
+        .qp_index
+        .get(n.dest_qpn)
+        .map(|qp| crate::qp::cc::take_cnp(&qp, ip_hdr))
+    {
+        None => c.event(Event::RxUnknownQp),
+        Some(Err(d)) => c.drop(d),
+        Some(Ok(())) => {
+            c.event(Event::RxDelivered);
+            return true;
+        }
+    }
+    false
+}
+
 /// What the receive hook learnt about a packet besides its RoCE part.
 pub(crate) struct Meta<'a> {
     /// The IP header as received.
@@ -182,6 +239,9 @@ fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Re
     }
     if connected {
         st.renew_route(qp.device().data());
+    }
+    if cnp::ecn(meta.ip) == cnp::CE {
+        crate::qp::cc::marked(qp, &mut st, pkt.bth.pkey);
     }
     if pkt.opcode.is_response() {
         return complete(qp, &mut st, pkt);

@@ -9,6 +9,7 @@
 use crate::counters::{Counters, Event};
 use crate::net::skb::Route;
 use crate::net::NetDevice;
+use crate::proto::cnp;
 use crate::proto::headers::{self, Bth, Ext};
 use crate::proto::icrc::{Icrc, IpHeader};
 use crate::proto::ip;
@@ -132,6 +133,51 @@ impl Path {
     ) -> Result<usize> {
         let opcode = Opcode::from_u8(bth.opcode).ok_or(EINVAL)?;
         let roce_len = headers::packet_len(opcode, payload_len).ok_or(EINVAL)?;
+        let tclass = cnp::mark_ect(self.tclass);
+        self.emit(sport, tclass, roce_len, rxe_flush, |roce| {
+            let hl = headers::encode_headers(bth, ext, roce).ok()?;
+            let (body, tail) = roce.get_mut(hl..)?.split_at_mut(payload_len);
+            if !fill(body) {
+                return None;
+            }
+            tail.fill(0);
+            Some(hl)
+        })
+    }
+
+    /// Sends a CNP for QP `dest_qpn` (P_Key `pkey`) along this path,
+    /// counted as sent or not. It goes Not-ECT: a queue that marks has
+    /// nothing to mark on it.
+    pub(crate) fn send_cnp(&self, counters: &Counters, sport: u16, dest_qpn: u32, pkey: u16) {
+        let body = cnp::encode(dest_qpn, pkey);
+        let tclass = self.tclass & !cnp::ECN_MASK;
+        let r = self.emit(sport, tclass, cnp::LEN, false, |roce| {
+            roce.get_mut(..body.len())?.copy_from_slice(&body);
+            Some(body.len())
+        });
+        counters.event(match r {
+            Ok(_) => Event::TxPackets,
+            Err(_) => Event::TxErr,
+        });
+        if r.is_ok() {
+            // CAST: a CNP's length.
+            counters.add(Event::TxBytes, cnp::LEN as u64);
+        }
+    }
+
+    /// Builds IP and UDP headers for `roce_len` bytes of RoCE with traffic
+    /// class `tclass`, lets `write` write them up to the ICRC (it returns
+    /// the length of their headers, or `None` to send nothing), adds the
+    /// ICRC (rxe's FLUSH ICRC if `rxe_flush`) and sends the packet;
+    /// returns `roce_len`.
+    fn emit(
+        &self,
+        sport: u16,
+        tclass: u8,
+        roce_len: usize,
+        rxe_flush: bool,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<usize> {
         let v6 = self.route.is_ipv6();
         let ip_len = if v6 {
             ip::IPV6_HDR_LEN
@@ -149,7 +195,7 @@ impl Path {
                         self.src,
                         self.dst,
                         udp_len,
-                        self.tclass,
+                        tclass,
                         self.flow_label,
                         self.hop_limit,
                     )
@@ -161,7 +207,7 @@ impl Path {
                     iph.try_into(),
                 ) {
                     (Some(s), Some(d), Ok(h)) => {
-                        ip::write_ipv4_header(h, s, d, udp_len, self.tclass, self.hop_limit)
+                        ip::write_ipv4_header(h, s, d, udp_len, tclass, self.hop_limit)
                     }
                     _ => false,
                 }
@@ -172,15 +218,10 @@ impl Path {
             if !ok || !sport_ok {
                 return false;
             }
-            let Ok(hl) = headers::encode_headers(bth, ext, roce) else {
+            let icrc_at = roce_len - crate::proto::icrc::LEN;
+            let Some(hl) = roce.get_mut(..icrc_at).and_then(write) else {
                 return false;
             };
-            let (body, tail) = roce[hl..].split_at_mut(payload_len);
-            if !fill(body) {
-                return false;
-            }
-            tail.fill(0);
-            let icrc_at = roce_len - crate::proto::icrc::LEN;
             let mut c = Icrc::new(if v6 {
                 IpHeader::V6(iph)
             } else {

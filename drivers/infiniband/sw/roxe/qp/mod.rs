@@ -28,6 +28,7 @@
 //!    take the state lock (or leave the work to the timer when interrupts
 //!    are off).
 
+pub(crate) mod cc;
 pub(crate) mod comp;
 pub(crate) mod req;
 pub(crate) mod resp;
@@ -117,6 +118,8 @@ pub(crate) struct QpState {
     pub(crate) resp: KBox<Responder>,
     /// UD: datagrams kept until their ODP receive buffer is mapped.
     pub(crate) ud_park: resp::UdPark,
+    /// ECN and CNPs ([`self::cc`]).
+    pub(crate) cc: cc::Congestion,
 }
 
 impl QpState {
@@ -291,6 +294,7 @@ pub(crate) fn create(
         comp: CompState::new(),
         resp: resp::new_responder(init.qp_type == QpType::Uc)?,
         ud_park: resp::UdPark::new(),
+        cc: cc::Congestion::new(),
     };
     let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
     let qpn = number.qpn();
@@ -546,6 +550,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             // A receive WQE the responder held goes without a completion.
             let _discarded = st.resp.reset();
             st.ud_park.clear();
+            st.cc = cc::Congestion::new();
         }
         State::Err if cur != State::Err => flush(qp, st),
         _ => {}

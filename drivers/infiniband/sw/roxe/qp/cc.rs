@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Congestion notification for connected QPs (issue 17), both ends.
+//!
+//! Notification point: a packet for a QP that arrives with IP ECN CE makes
+//! the QP send a CNP back to its peer's QP, at most one per
+//! [`Notifier::GAP_US`]. Reaction point: a CNP from the QP's peer moves
+//! the QP's DCQCN rate ([`Rate::on_cnp`]). The rate is kept and counted,
+//! but the requester does not pace by it yet (`Documentation/congestion.md`).
+
+use super::QpState;
+use crate::counters::{Drop, Event};
+use crate::device::Roxe;
+use crate::proto::cnp::Notifier;
+use crate::proto::dcqcn::{Cnp, Params, Rate};
+use crate::proto::qp::State;
+use crate::proto::udp;
+use crate::rdma::qp::{Qp, QpType};
+
+/// The rate a QP starts at and returns to, kbit/s: 100 Gbit/s, above what
+/// any link a software device runs on carries, so a QP without CNPs is
+/// never held back.
+const LINE_KBPS: u64 = 100_000_000;
+
+/// The reaction point's constants.
+const PARAMS: Params = Params::new(LINE_KBPS);
+
+/// One QP's congestion state.
+pub(crate) struct Congestion {
+    notifier: Notifier,
+    rate: Rate,
+}
+
+impl Congestion {
+    pub(crate) const fn new() -> Self {
+        Congestion {
+            notifier: Notifier::new(),
+            rate: Rate::new(&PARAMS),
+        }
+    }
+}
+
+/// Microseconds of the monotonic clock.
+fn now_us() -> u64 {
+    // CAST: the monotonic clock is not negative.
+    (kernel::time::Ktime::ktime_get().to_ns() / 1000) as u64
+}
+
+/// A packet for connected QP `qp` arrived marked CE, with P_Key `pkey`:
+/// counts it, and sends the peer a CNP unless one went out less than
+/// [`Notifier::GAP_US`] ago.
+pub(crate) fn marked(qp: &Qp<Roxe>, st: &mut QpState, pkey: u16) {
+    let counters = &qp.device().data().counters;
+    counters.event(Event::NpEcnMarked);
+    if !matches!(qp.data().qp_type, QpType::Rc | QpType::Uc) {
+        return;
+    }
+    let Some(path) = st.path.as_ref() else {
+        return;
+    };
+    if !st.cc.notifier.marked(now_us()) {
+        return;
+    }
+    let dest = st.attr.dest_qp_num;
+    let sport = udp::source_port(qp.qp_num(), dest);
+    path.send_cnp(counters, sport, dest, pkey);
+    counters.event(Event::NpCnpSent);
+}
+
+/// A CNP arrived for `qp`, in an IP datagram with header `ip`: taken if
+/// `qp` is a connected QP past RTR and the CNP came from its peer's
+/// address. Counted as handled (it cut the rate) or ignored.
+pub(crate) fn take_cnp(qp: &Qp<Roxe>, ip: &[u8]) -> Result<(), Drop> {
+    let this = qp.data();
+    let mut st = this.state.lock();
+    if !matches!(this.qp_type, QpType::Rc | QpType::Uc) {
+        return Err(Drop::Transport);
+    }
+    if !matches!(
+        st.attr.state,
+        State::Rtr | State::Rts | State::Sqd | State::Sqe
+    ) {
+        return Err(Drop::State);
+    }
+    if !st.path.as_ref().is_some_and(|p| p.carries(ip)) {
+        return Err(Drop::Address);
+    }
+    let counters = &qp.device().data().counters;
+    counters.event(match st.cc.rate.on_cnp(&PARAMS, now_us()) {
+        Cnp::Handled => Event::RpCnpHandled,
+        Cnp::Ignored => Event::RpCnpIgnored,
+    });
+    Ok(())
+}

@@ -1,0 +1,114 @@
+# ECN and CNPs between two roxe guests (issue 17): role 2 sends RDMA
+# writes (ib_write_bw) to role 1.
+#
+# First with nothing on the way: no packet may arrive marked CE, and no CNP
+# may go out. Then role 2's egress gets `netem loss 5% ecn`, which marks
+# CE on an ECT packet where it would drop it, and drops a Not-ECT one.
+# roxe sends its RoCE packets ECT(0), so none of them may be lost (no PSN
+# sequence NAK at either end); role 1 counts the marked ones
+# (np_ecn_marked_roce_packets) and answers with CNPs (np_cnp_sent, at most
+# one per QP per 50 us); role 2 takes every one of them (rp_cnp_handled +
+# rp_cnp_ignored is role 1's np_cnp_sent) and at least one cut its QP's
+# rate. The test kernel has netem but neither tbf nor fq_codel, so the
+# marks come from netem's coin, not from a queue (congestion.md).
+. "$ROXE_ROOT/tests/guest/lib.sh"
+dev=roxe0
+srv=192.0.2.1
+hc=/sys/class/infiniband/$dev/ports/1/hw_counters
+check "modprobe roxe" modprobe roxe
+check "rdma link add $dev" rdma link add $dev type roxe netdev "$ROXE_IF"
+wait_for 10 gid_index_v4 $dev
+gid=$(gid_index_v4 $dev)
+roxe_signal up
+roxe_wait up 120 || fail "the peer never came up"
+
+c() { cat "$hc/$1"; }
+names="np_ecn_marked_roce_packets np_cnp_sent rp_cnp_handled rp_cnp_ignored req_rx_nak_seq resp_tx_nak_seq rx_drop_icrc"
+# snap FILE: the counters above, as NAME VALUE lines.
+snap() { for n in $names; do echo "$n $(c $n)"; done >"$1"; }
+# delta FILE NAME: how far NAME moved since snap FILE.
+delta() { echo $(($(c "$2") - $(awk -v n="$2" '$1 == n {print $2}' "$1"))); }
+
+# run NAME MESSAGES: one ib_write_bw of MESSAGES 64 KiB writes, role 2 to
+# role 1; the exit status is the run's.
+run() {
+	local port=$3 rc=0
+	if [ "$ROXE_ROLE" = 1 ]; then
+		timeout -k 5 300 ib_write_bw -d $dev -x "$gid" -u 18 -n "$2" -s 65536 -F -p "$port" \
+			>"$ROXE_OUT/$1-server.log" 2>&1 &
+		local pid=$!
+		wait_for 30 sh -c "ss -Hltn 'sport = :$port' | grep -q ."
+		roxe_signal "ready-$1"
+		wait $pid || rc=$?
+	else
+		roxe_wait "ready-$1" 120
+		timeout -k 5 300 ib_write_bw -d $dev -x "$gid" -u 18 -n "$2" -s 65536 -F -p "$port" $srv \
+			>"$ROXE_OUT/$1-client.log" 2>&1 || rc=$?
+	fi
+	if [ $rc != 0 ]; then tail -n 8 "$ROXE_OUT/$1-"*.log | sed 's/^/    /'; fi
+	return $rc
+}
+
+# --- A clean link: nothing marked, no CNP. --------------------------------
+snap /tmp/ecn-clean
+if run clean 200 18801; then pass "ib_write_bw, 200 x 64 KiB, clean link"; else fail "ib_write_bw on a clean link"; fi
+roxe_signal done-clean
+roxe_wait done-clean 300
+for n in np_ecn_marked_roce_packets np_cnp_sent rp_cnp_handled rp_cnp_ignored; do
+	d=$(delta /tmp/ecn-clean $n)
+	if [ "$d" = 0 ]; then pass "clean link: $n +0"; else fail "clean link: $n +$d"; fi
+done
+
+# --- CE marks on role 2's egress. -----------------------------------------
+if [ "$ROXE_ROLE" = 2 ]; then
+	check "netem loss 5% ecn on $ROXE_IF's egress" \
+		tc qdisc replace dev "$ROXE_IF" root netem loss 5% ecn
+fi
+snap /tmp/ecn-marked
+roxe_signal marking
+roxe_wait marking 120
+if run marked 500 18802; then pass "ib_write_bw, 500 x 64 KiB, 5% of packets marked CE"; else
+	fail "ib_write_bw through the marking qdisc"
+fi
+sleep 1
+if [ "$ROXE_ROLE" = 2 ]; then
+	echo "qdisc: $(tc -s qdisc show dev "$ROXE_IF" | tr '\n' ' ' | sed 's/  */ /g')"
+	tc qdisc del dev "$ROXE_IF" root
+	for n in rp_cnp_handled rp_cnp_ignored req_rx_nak_seq; do
+		echo "$n $(delta /tmp/ecn-marked $n)"
+	done >"$ROXE_SHARED/ecn-sender"
+	handled=$(delta /tmp/ecn-marked rp_cnp_handled)
+	if [ "$handled" -gt 0 ]; then pass "sender: CNPs cut the QP's rate (rp_cnp_handled +$handled)"; else
+		fail "sender: no CNP cut the rate (rp_cnp_handled +$handled)"
+	fi
+	d=$(delta /tmp/ecn-marked req_rx_nak_seq)
+	if [ "$d" = 0 ]; then pass "sender: no PSN sequence NAK: no RoCE packet was lost, ECT(0) marked instead"; else
+		fail "sender: $d PSN sequence NAKs: RoCE packets were dropped, so they were not ECT"
+	fi
+	roxe_signal counted
+else
+	marked=$(delta /tmp/ecn-marked np_ecn_marked_roce_packets)
+	sent=$(delta /tmp/ecn-marked np_cnp_sent)
+	if [ "$marked" -gt 0 ]; then pass "receiver: np_ecn_marked_roce_packets +$marked"; else
+		fail "receiver: no packet arrived marked CE"
+	fi
+	if [ "$sent" -gt 0 ] && [ "$sent" -le "$marked" ]; then
+		pass "receiver: np_cnp_sent +$sent, at most one per marked packet"
+	else
+		fail "receiver: np_cnp_sent +$sent for $marked marked packets"
+	fi
+	d=$(delta /tmp/ecn-marked resp_tx_nak_seq)
+	if [ "$d" = 0 ]; then pass "receiver: no PSN sequence NAK sent"; else fail "receiver: $d PSN sequence NAKs sent"; fi
+	if roxe_wait counted 120; then
+		got=$(awk '$1 == "rp_cnp_handled" || $1 == "rp_cnp_ignored" {s += $2} END {print s + 0}' "$ROXE_SHARED/ecn-sender")
+		if [ "$got" = "$sent" ]; then pass "the sender took every CNP: $got of $sent"; else
+			fail "the sender took $got CNPs of the $sent sent"
+		fi
+	else
+		fail "the sender never counted"
+	fi
+fi
+roxe_signal done-marked
+roxe_wait done-marked 120
+roxe_cleanup
+finish
