@@ -9,8 +9,9 @@
 # (np_ecn_marked_roce_packets) and answers with CNPs (np_cnp_sent, at most
 # one per QP per 50 us); role 2 takes every one of them (rp_cnp_handled +
 # rp_cnp_ignored is role 1's np_cnp_sent) and at least one cut its QP's
-# rate. The test kernel has netem but neither tbf nor fq_codel, so the
-# marks come from netem's coin, not from a queue (congestion.md).
+# rate. Then the same from roxe to rxe, which takes the marked packets and
+# sends no CNP. The test kernel has netem but neither tbf nor fq_codel, so
+# the marks come from netem's coin, not from a queue (congestion.md).
 . "$ROXE_ROOT/tests/guest/lib.sh"
 dev=roxe0
 srv=192.0.2.1
@@ -110,5 +111,42 @@ else
 fi
 roxe_signal done-marked
 roxe_wait done-marked 120
+
+# --- Against rxe, which neither marks ECT nor knows CNPs. -----------------
+# Role 1 swaps roxe for rxe; role 2 (roxe) sends through the marking qdisc
+# again. rxe takes the marked packets as any others and sends no CNP, so
+# roxe's rate stays put, and again no packet may be lost.
+if [ "$ROXE_ROLE" = 1 ]; then
+	check "rdma link delete $dev" rdma link delete $dev
+	check "rmmod roxe" rmmod roxe
+	check "modprobe rdma_rxe" modprobe rdma_rxe
+	dev=rxe0
+	check "rdma link add $dev" rdma link add $dev type rxe netdev "$ROXE_IF"
+	wait_for 10 gid_index_v4 $dev
+	gid=$(gid_index_v4 $dev)
+else
+	check "netem loss 5% ecn on $ROXE_IF's egress, again" \
+		tc qdisc replace dev "$ROXE_IF" root netem loss 5% ecn
+	snap /tmp/ecn-rxe
+fi
+roxe_signal rxe-ready
+roxe_wait rxe-ready 120
+if run rxe 300 18803; then pass "ib_write_bw, roxe to rxe, 300 x 64 KiB, 5% marked CE"; else
+	fail "ib_write_bw from roxe to rxe through the marking qdisc"
+fi
+if [ "$ROXE_ROLE" = 2 ]; then
+	echo "qdisc: $(tc -s qdisc show dev "$ROXE_IF" | tr '\n' ' ' | sed 's/  */ /g')"
+	tc qdisc del dev "$ROXE_IF" root
+	d=$(($(delta /tmp/ecn-rxe rp_cnp_handled) + $(delta /tmp/ecn-rxe rp_cnp_ignored)))
+	if [ "$d" = 0 ]; then pass "rxe sent no CNP: rp_cnp_handled and rp_cnp_ignored +0"; else
+		fail "$d CNPs came from rxe"
+	fi
+	d=$(delta /tmp/ecn-rxe req_rx_nak_seq)
+	if [ "$d" = 0 ]; then pass "no PSN sequence NAK from rxe: the marked packets were taken"; else
+		fail "$d PSN sequence NAKs from rxe"
+	fi
+fi
+roxe_signal done-rxe
+roxe_wait done-rxe 120
 roxe_cleanup
 finish

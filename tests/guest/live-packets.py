@@ -122,6 +122,7 @@ FETCH_ADD = 0x14
 READ_RESPONSES = (0x0d, 0x0e, 0x0f, 0x10)
 READ_RESPONSE_ONLY = 0x10
 ACKNOWLEDGE = 0x11
+CNP = 0x81
 ATOMIC_ACKNOWLEDGE = 0x12
 # AETH syndromes: NAK invalid request, NAK remote access error.
 NAK_INVALID, NAK_ACCESS = 0x61, 0x62
@@ -920,6 +921,21 @@ def addresses(v, w, check):
               f"(got {got}; {bp.fmt(bp.delta(before, w.counters.read()))})")
     read(PSN)
     check(len(reads(w.drain())) == 1, "the same READ from the peer to the device is served")
+
+    # Issue 17: a CNP slows a QP down, so only its peer may send one.
+    before = w.counters.read()
+    w.send(qp.qp_num, CNP, 0, bytes(16), src=SPOOFED)
+    w.drain()
+    check(counted(w, before, "rx_drop_address") == 1
+          and counted(w, before, "rp_cnp_handled") + counted(w, before, "rp_cnp_ignored") == 0,
+          f"a CNP from another source address: rx_drop_address +1, the QP's rate untouched "
+          f"({bp.fmt(bp.delta(before, w.counters.read()))})")
+    before = w.counters.read()
+    w.send(qp.qp_num, CNP, 0, bytes(16))
+    w.drain()
+    check(counted(w, before, "rp_cnp_handled") == 1 and counted(w, before, "rx_delivered") == 1,
+          f"the same CNP from the peer cuts the QP's rate: rp_cnp_handled +1 "
+          f"({bp.fmt(bp.delta(before, w.counters.read()))})")
     before = w.counters.read()
     w.send(0xffffff, 0x64, 0, bp.deth(0x11111111, 1), b"M" * 8)
     w.drain()
