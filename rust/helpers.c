@@ -25,6 +25,8 @@
 #include <net/netns/generic.h>
 #include <linux/rtnetlink.h>
 #include <linux/xarray.h>
+#include <net/netlink.h>
+#include <rdma/rdma_netlink.h>
 #include "helpers.h"
 
 /* IANA's port for RoCEv2 (IBTA Annex A17). */
@@ -824,4 +826,22 @@ void roxe_destroy_wq(struct workqueue_struct *wq)
 void roxe_flush_wq(struct workqueue_struct *wq)
 {
 	flush_workqueue(wq);
+}
+
+/*
+ * A restrack dump's driver attributes go in one nested table
+ * (RDMA_NLDEV_ATTR_DRIVER), which rust/rdma/qp.rs's ResAttrs opens and
+ * closes here; nla_nest_start and its kin are static inlines.
+ */
+void *roxe_res_driver_begin(struct sk_buff *msg)
+{
+	return nla_nest_start(msg, RDMA_NLDEV_ATTR_DRIVER);
+}
+
+void roxe_res_driver_end(struct sk_buff *msg, void *table, bool ok)
+{
+	if (ok)
+		nla_nest_end(msg, table);
+	else
+		nla_nest_cancel(msg, table);
 }

@@ -116,4 +116,6 @@ void roxe_flush_wq(struct workqueue_struct *wq);
 unsigned int *roxe_fail_qp_table(void);
 unsigned int *roxe_fail_cq_init(void);
 unsigned int *roxe_fail_srq_init(void);
+void *roxe_res_driver_begin(struct sk_buff *msg);
+void roxe_res_driver_end(struct sk_buff *msg, void *table, bool ok);
 #endif

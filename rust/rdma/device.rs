@@ -188,6 +188,9 @@ impl<T: Driver> Device<T> {
             ops.attach_mcast = Some(Qp::<T>::attach_mcast_cb);
             ops.detach_mcast = Some(Qp::<T>::detach_mcast_cb);
         }
+        if <T::Qp as QpOps<T>>::HAS_FILL_RES {
+            ops.fill_res_qp_entry = Some(Qp::<T>::fill_res_cb);
+        }
         if T::HAS_HW_COUNTERS && !T::HW_COUNTERS.is_empty() {
             ops.alloc_hw_port_stats = Some(Self::alloc_hw_port_stats_cb);
             ops.get_hw_stats = Some(Self::get_hw_stats_cb);

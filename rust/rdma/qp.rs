@@ -69,6 +69,12 @@ pub(crate) trait QpOps<T: Driver>: Send + Sync + Sized {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
+    /// Adds the driver's own attributes of a QP to what `rdma -dd res
+    /// show qp` prints (netlink's restrack dump).
+    fn fill_res(_qp: &Qp<T>, _out: &mut ResAttrs<'_>) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// A user QP's `POST_SEND` command with no work requests: the provider
     /// wrote its work into send-queue memory it shares with the driver and
     /// asks the driver to take it (the doorbell of a soft provider with
@@ -567,6 +573,33 @@ impl<T: Driver> Qp<T> {
         // SAFETY: As in `attach_mcast_cb`.
         let (this, gid) = unsafe { (&*qp.cast::<Self>(), (*gid).raw) };
         kernel::error::from_result(|| <T::Qp as QpOps<T>>::detach_mcast(this, &gid).map(|()| 0))
+    }
+
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for a restrack dump (`fill_res_qp_entry`): `msg` is the netlink message being
+    /// built and `qp` a live QP of this driver, both valid for the call.
+    pub(super) unsafe extern "C" fn fill_res_cb(
+        msg: *mut bindings::sk_buff,
+        qp: *mut bindings::ib_qp,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: The core passes an initialised QP it holds.
+        let this = unsafe { &*qp.cast::<Self>() };
+        // SAFETY: `msg` is the message under construction (see above).
+        let table = unsafe { bindings::roxe_res_driver_begin(msg) };
+        if table.is_null() {
+            // CAST: a small positive errno constant.
+            return -(kernel::bindings::EMSGSIZE as c_int);
+        }
+        let mut out = ResAttrs {
+            msg,
+            _call: PhantomData,
+        };
+        let r = <T::Qp as QpOps<T>>::fill_res(this, &mut out);
+        // SAFETY: `table` was opened in `msg` above and nothing closed it.
+        unsafe { bindings::roxe_res_driver_end(msg, table, r.is_ok()) };
+        kernel::error::from_result(|| r.map(|()| 0))
     }
 
     /// Reports `IB_EVENT_QP_FATAL`. The event handler runs from a work
@@ -1097,3 +1130,25 @@ const SEND_FLAG_BITS_MATCH: () = {
     assert!(bindings::ib_send_flags_IB_SEND_INLINE as u32 == send_flags::INLINE);
 };
 const _: () = SEND_FLAG_BITS_MATCH;
+
+/// The netlink message of a restrack dump, for [`QpOps::fill_res`]: the
+/// driver's attributes go in as named values, inside the driver table the
+/// trampoline opens and closes around the call.
+pub(crate) struct ResAttrs<'a> {
+    msg: *mut bindings::sk_buff,
+    _call: PhantomData<&'a mut bindings::sk_buff>,
+}
+
+impl ResAttrs<'_> {
+    /// Adds the attribute `name` with value `v`; the core's error
+    /// (`EMSGSIZE`) if the message is full.
+    pub(crate) fn put_u64(&mut self, name: &kernel::str::CStr, v: u64) -> Result {
+        // SAFETY: `msg` is the message the core handed to this call, and
+        // `name` a NUL-terminated string that outlives it.
+        let r = unsafe { bindings::rdma_nl_put_driver_u64(self.msg, name.as_char_ptr(), v) };
+        if r != 0 {
+            return Err(kernel::error::Error::from_errno(r));
+        }
+        Ok(())
+    }
+}

@@ -68,8 +68,31 @@ fi
 snap /tmp/ecn-marked
 roxe_signal marking
 roxe_wait marking 120
+if [ "$ROXE_ROLE" = 2 ]; then
+	# The sender's QP rate, as `rdma -dd res show qp` shows it, sampled
+	# while the writes run.
+	(
+		while [ ! -e /tmp/ecn-stop ]; do
+			rdma -dd res show qp link $dev/1 2>/dev/null | grep -o 'dcqcn_rate_kbps [0-9]*'
+			sleep 0.2
+		done
+	) >/tmp/ecn-rates &
+	sampler=$!
+fi
 if run marked 500 18802; then pass "ib_write_bw, 500 x 64 KiB, 5% of packets marked CE"; else
 	fail "ib_write_bw through the marking qdisc"
+fi
+if [ "$ROXE_ROLE" = 2 ]; then
+	touch /tmp/ecn-stop
+	wait $sampler
+	# 100 Gbit/s: the line rate a QP starts at (qp/cc.rs).
+	low=$(awk '{print $2}' /tmp/ecn-rates | sort -n | head -1)
+	n=$(wc -l </tmp/ecn-rates)
+	if [ -n "$low" ] && [ "$low" -lt 100000000 ]; then
+		pass "rdma res: the sender's DCQCN rate fell below the line rate (lowest of $n samples: $low kbit/s)"
+	else
+		fail "rdma res: the sender's DCQCN rate never fell ($n samples, lowest '${low:-none}')"
+	fi
 fi
 sleep 1
 if [ "$ROXE_ROLE" = 2 ]; then

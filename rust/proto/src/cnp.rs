@@ -145,24 +145,9 @@ impl Notifier {
 
 #[cfg(test)]
 mod tests {
+    use super::super::icrc::tests::{unhex, CX4_CNP};
     use super::super::icrc::{fill, IpHeader};
     use super::*;
-    use std::vec::Vec;
-
-    fn unhex(s: &str) -> Vec<u8> {
-        let digits: Vec<u8> = s.bytes().filter(u8::is_ascii_hexdigit).collect();
-        digits
-            .chunks(2)
-            .map(|p| u8::from_str_radix(core::str::from_utf8(p).unwrap(), 16).unwrap())
-            .collect()
-    }
-
-    /// The ConnectX-4 Lx CNP of `icrc.rs`'s tests (scapy's capture).
-    const CX4_CNP: &str = "45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201
-                           0000 12b7 0028 0000
-                           8100 ffff 4000 0118 0000 0000
-                           0000 0000 0000 0000 0000 0000 0000 0000
-                           82fd 002a";
 
     #[test]
     fn parses_the_connectx4_capture() {

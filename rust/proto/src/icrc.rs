@@ -272,7 +272,7 @@ pub fn fill(ip: IpHeader<'_>, datagram: &mut [u8]) -> Option<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
 
     /// An RC FLUSH as roxe sent it to rxe (captured on the wire,
     /// 2026-12-02): its ICRC is the standard one, and rxe's variant, which
@@ -332,7 +332,7 @@ mod tests {
         v
     }
 
-    fn unhex(s: &str) -> Vec<u8> {
+    pub(crate) fn unhex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
         (0..s.len())
             .step_by(2)
@@ -361,7 +361,7 @@ mod tests {
     /// Lx"), less its Ethernet header. A hardware-generated ICRC, with
     /// BECN set in the masked BTH byte and TOS 0xc2, both of which the
     /// ICRC must ignore.
-    const CX4_CNP: &str = "45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201
+    pub(crate) const CX4_CNP: &str = "45c2 003c 718c 4000 4011 9161 0a00 1101 0a00 1201
                            0000 12b7 0028 0000
                            8100 ffff 4000 0118 0000 0000
                            0000 0000 0000 0000 0000 0000 0000 0000

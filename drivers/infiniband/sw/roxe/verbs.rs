@@ -34,7 +34,7 @@ use crate::rdma::link::LinkOps;
 use crate::rdma::mr::{Advice, AdviseSge, Mr, MrInfo, MrOps, Rereg, UserMrArgs};
 use crate::rdma::mw::{MwOps, MwType};
 use crate::rdma::pd::{Pd, PdOps};
-use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit, QpOps, QpTimer, Sge};
+use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit, QpOps, QpTimer, ResAttrs, Sge};
 use crate::rdma::srq::{Srq, SrqAttr, SrqModify, SrqOps};
 use crate::rdma::sysfs::Buffer;
 use crate::rdma::udata::UData;
@@ -371,6 +371,10 @@ impl QpOps<Roxe> for RoxeQp {
 
     fn detach_mcast(q: &Qp<Roxe>, gid: &[u8; 16]) -> Result {
         q.device().data().mcast.detach(gid, q.qp_num())
+    }
+
+    fn fill_res(q: &Qp<Roxe>, out: &mut ResAttrs<'_>) -> Result {
+        crate::qp::cc::fill_res(q, out)
     }
 
     fn post_send_user(q: &Qp<Roxe>) -> Result {

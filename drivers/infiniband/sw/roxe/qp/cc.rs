@@ -5,8 +5,9 @@
 //! Notification point: a packet for a QP that arrives with IP ECN CE makes
 //! the QP send a CNP back to its peer's QP, at most one per
 //! [`Notifier::GAP_US`]. Reaction point: a CNP from the QP's peer moves
-//! the QP's DCQCN rate ([`Rate::on_cnp`]). The rate is kept and counted,
-//! but the requester does not pace by it yet (`Documentation/congestion.md`).
+//! the QP's DCQCN rate ([`Rate::on_cnp`]). The rate is kept, counted and
+//! shown by `rdma -dd res show qp`, but the requester does not pace by it
+//! yet (`Documentation/congestion.md`).
 
 use super::QpState;
 use crate::counters::{Drop, Event};
@@ -15,7 +16,9 @@ use crate::proto::cnp::Notifier;
 use crate::proto::dcqcn::{Cnp, Params, Rate};
 use crate::proto::qp::State;
 use crate::proto::udp;
-use crate::rdma::qp::{Qp, QpType};
+use crate::rdma::qp::{Qp, QpType, ResAttrs};
+use kernel::c_str;
+use kernel::prelude::*;
 
 /// The rate a QP starts at and returns to, kbit/s: 100 Gbit/s, above what
 /// any link a software device runs on carries, so a QP without CNPs is
@@ -91,4 +94,21 @@ pub(crate) fn take_cnp(qp: &Qp<Roxe>, ip: &[u8]) -> Result<(), Drop> {
         Cnp::Ignored => Event::RpCnpIgnored,
     });
     Ok(())
+}
+
+/// `rdma -dd res show qp`: an RC or UC QP's DCQCN state, brought up to
+/// now.
+pub(crate) fn fill_res(qp: &Qp<Roxe>, out: &mut ResAttrs<'_>) -> Result {
+    if !matches!(qp.data().qp_type, QpType::Rc | QpType::Uc) {
+        return Ok(());
+    }
+    let (rate, target, alpha) = {
+        let mut st = qp.data().state.lock();
+        let r = &mut st.cc.rate;
+        r.advance(&PARAMS, now_us());
+        (r.rate_kbps(), r.target_kbps(), r.alpha())
+    };
+    out.put_u64(c_str!("dcqcn_rate_kbps"), rate)?;
+    out.put_u64(c_str!("dcqcn_target_kbps"), target)?;
+    out.put_u64(c_str!("dcqcn_alpha_1024"), u64::from(alpha))
 }
