@@ -584,7 +584,10 @@ impl<T: Driver> Qp<T> {
         msg: *mut bindings::sk_buff,
         qp: *mut bindings::ib_qp,
     ) -> kernel::ffi::c_int {
-        // SAFETY: The core passes an initialised QP it holds.
+        // SAFETY: The core passes an initialised QP of this driver, and its
+        // driver data is alive for the call: the core removes a QP from
+        // restrack (`rdma_restrack_begin_del`, which waits for running
+        // dumps) before it calls `destroy_qp`.
         let this = unsafe { &*qp.cast::<Self>() };
         // SAFETY: `msg` is the message under construction (see above).
         let table = unsafe { bindings::roxe_res_driver_begin(msg) };

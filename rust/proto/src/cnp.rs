@@ -31,18 +31,18 @@ pub const ECT0: u8 = 0b10;
 pub const CE: u8 = 0b11;
 
 /// The traffic class a packet goes out with: `tclass` as the user set it,
-/// marked ECT(0) when its ECN bits are 0 (Not-ECT); ECN bits the user set
-/// are kept.
+/// marked ECT(0) when its ECN bits are 0 (Not-ECT). ECT(1) that the user
+/// set is kept; CE is not a sender's to set (RFC 3168), so it goes out
+/// ECT(0).
 pub const fn mark_ect(tclass: u8) -> u8 {
-    if tclass & ECN_MASK == 0 {
-        tclass | ECT0
-    } else {
-        tclass
+    match tclass & ECN_MASK {
+        0 | CE => (tclass & !ECN_MASK) | ECT0,
+        _ => tclass,
     }
 }
 
-/// The ECN bits of an IPv4 (20 bytes or more) or IPv6 header; 0 for
-/// anything else.
+/// The ECN bits of an IPv4 or IPv6 header (only its first two bytes are
+/// read); 0 for anything else.
 pub fn ecn(ip: &[u8]) -> u8 {
     match (ip.first().map(|b| b >> 4), ip.get(1)) {
         (Some(4), Some(tos)) => tos & ECN_MASK,
@@ -73,7 +73,8 @@ pub enum CnpError {
     Opcode,
 }
 
-/// Parses `roce` (BTH to ICRC, the ICRC checked already) as a CNP.
+/// Parses `roce` (BTH to ICRC) as a CNP. The ICRC is the caller's to
+/// check.
 pub fn parse(roce: &[u8]) -> Result<Cnp, CnpError> {
     if roce.first() != Some(&OPCODE) {
         return Err(CnpError::Opcode);
@@ -200,9 +201,11 @@ mod tests {
     fn ecn_marks() {
         assert_eq!(mark_ect(0), ECT0);
         assert_eq!(mark_ect(0xb8), 0xba);
-        // ECN bits the user chose stay.
+        // ECT(1) and ECT(0) the user chose stay; CE does not go out.
         assert_eq!(mark_ect(0x01), 0x01);
-        assert_eq!(mark_ect(0x03), 0x03);
+        assert_eq!(mark_ect(0x02), 0x02);
+        assert_eq!(mark_ect(0x03), 0x02);
+        assert_eq!(mark_ect(0xbb), 0xba);
         let mut v4 = [0u8; 20];
         v4[0] = 0x45;
         v4[1] = 0xbb;

@@ -86,7 +86,8 @@ pub(crate) enum Event {
     /// Reaction point: CNPs that cut a QP's rate.
     RpCnpHandled,
     /// Reaction point: CNPs that came within the decrease period of the
-    /// last cut, or for a QP that sends no RC or UC traffic.
+    /// last cut. (A CNP for a QP that is not RC or UC is dropped and
+    /// counted in `rx_drop_transport`.)
     RpCnpIgnored,
 }
 

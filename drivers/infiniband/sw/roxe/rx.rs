@@ -101,6 +101,11 @@ impl Receive for Rx {
             c.event(Event::RxMulticast);
         }
         if roce.first() == Some(&cnp::OPCODE) {
+            // A CNP is for a unicast QP: only what was sent to this host.
+            if !to_host || mcast_ip {
+                c.drop(Drop::Address);
+                return;
+            }
             if receive_cnp(&dev, roce, ip_hdr, v6, lin.udp) {
                 drop(dev);
                 skb.consume();
@@ -181,14 +186,17 @@ fn receive_cnp(dev: &Device<Roxe>, roce: &[u8], ip_hdr: &[u8], v6: bool, udp: &[
             return false;
         }
     };
-    let body = udp.len() - icrc::LEN;
+    // `roce` is the datagram after its UDP header, and `cnp::parse` took
+    // it as LEN bytes: the ICRC is its last four.
+    let Some(body) = udp.len().checked_sub(icrc::LEN) else {
+        return false;
+    };
     let mut crc = Icrc::new(if v6 {
         IpHeader::V6(ip_hdr)
     } else {
         IpHeader::V4(ip_hdr)
     });
     crc.update(&udp[..body]);
-    // The ICRC's four bytes end the datagram (`cnp::parse` took LEN bytes).
     let sent = udp[body..]
         .iter()
         .rev()

@@ -136,7 +136,11 @@ impl Path {
         let tclass = cnp::mark_ect(self.tclass);
         self.emit(sport, tclass, roce_len, rxe_flush, |roce| {
             let hl = headers::encode_headers(bth, ext, roce).ok()?;
-            let (body, tail) = roce.get_mut(hl..)?.split_at_mut(payload_len);
+            let rest = roce.get_mut(hl..)?;
+            if payload_len > rest.len() {
+                return None;
+            }
+            let (body, tail) = rest.split_at_mut(payload_len);
             if !fill(body) {
                 return None;
             }
