@@ -651,6 +651,12 @@ void roxe_timer_shutdown_sync(struct timer_list *t)
 	timer_shutdown_sync(t);
 }
 
+/* How long one jiffy lasts: the finest step a timer_list can wait. */
+unsigned int roxe_timer_tick_usecs(void)
+{
+	return jiffies_to_usecs(1);
+}
+
 /*
  * Copies to or from a kernel consumer's buffer, named by its kernel virtual
  * address (roxe has no DMA device, so the core hands ULPs virtual

@@ -85,6 +85,7 @@ bool roxe_skb_multicast_frame(const struct sk_buff *skb);
 void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
 void roxe_timer_arm(struct timer_list *t, unsigned int msecs);
 void roxe_timer_shutdown_sync(struct timer_list *t);
+unsigned int roxe_timer_tick_usecs(void);
 
 long roxe_kernel_read(void *dst, u64 src, size_t n);
 long roxe_kernel_write(u64 dst, const void *src, size_t n);

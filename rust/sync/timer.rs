@@ -108,6 +108,14 @@ impl<T: HasTimer + TimerCallback + Sync> Timer<T> {
     }
 }
 
+/// The length of one timer tick (a jiffy) in microseconds: the finest
+/// step a [`Timer`] waits in, so any wait it is armed for may run this much
+/// longer.
+pub(crate) fn tick_us() -> u32 {
+    // SAFETY: `jiffies_to_usecs` reads only the build's HZ.
+    unsafe { bindings::roxe_timer_tick_usecs() }
+}
+
 impl<T> Timer<T> {
     /// (Re)starts the timer to fire in `msecs` milliseconds. After
     /// [`Timer::shutdown_sync`] this does nothing.

@@ -9,9 +9,11 @@
 # (np_ecn_marked_roce_packets) and answers with CNPs (np_cnp_sent, at most
 # one per QP per 50 us); role 2 takes every one of them (rp_cnp_handled +
 # rp_cnp_ignored is role 1's np_cnp_sent) and at least one cut its QP's
-# rate. Then the same from roxe to rxe, which takes the marked packets and
-# sends no CNP. The test kernel has netem but neither tbf nor fq_codel, so
-# the marks come from netem's coin, not from a queue (congestion.md).
+# rate. netem's marks come from a coin, not from a queue; then a queue
+# that marks (tbf over fq_codel, 20 Mbit/s) carries two QPs at once: the
+# sender's rate must fall to the bottleneck's order, paced, with nothing
+# lost and a fair share for each QP. Last, the same netem from roxe to
+# rxe, which takes the marked packets and sends no CNP (congestion.md).
 . "$ROXE_ROOT/tests/guest/lib.sh"
 dev=roxe0
 srv=192.0.2.1
@@ -134,6 +136,121 @@ else
 fi
 roxe_signal done-marked
 roxe_wait done-marked 120
+
+# --- A queue that marks: two flows through a 20 Mbit/s bottleneck. -------
+# Role 2's egress becomes tbf at 20 Mbit/s over fq_codel, which marks CE
+# on ECT packets that waited over 1 ms (ce_threshold) and drops none of
+# them. Two QPs (two ib_write_bw, 12 s each) send through it at once. The
+# receiver's CNPs must cut the sender's DCQCN rate, which paces the QPs,
+# well below the line (100 Gbit/s), with nothing lost, the bottleneck
+# used and a fair share for each QP. DCQCN's increase steps are sized for
+# 100 Gbit/s links (5 Mbit/s every 300 us), so at 20 Mbit/s the rate dives
+# on the CNPs and climbs back within a second; the samples show both
+# (congestion.md).
+qrate=20 # Mbit/s
+if [ "$ROXE_ROLE" = 2 ]; then
+	check "tbf $qrate mbit over fq_codel ecn on $ROXE_IF's egress" sh -c "
+		tc qdisc replace dev $ROXE_IF root handle 1: tbf rate ${qrate}mbit burst 16kb latency 500ms &&
+		tc qdisc add dev $ROXE_IF parent 1:1 handle 10: fq_codel ecn ce_threshold 1ms"
+fi
+snap /tmp/ecn-queue
+roxe_signal queue
+roxe_wait queue 120
+# flow N PORT: one 12-second ib_write_bw of 64 KiB writes, role 2 to role 1.
+flow() {
+	if [ "$ROXE_ROLE" = 1 ]; then
+		timeout -k 5 120 ib_write_bw -d $dev -x "$gid" -u 18 -D 12 -s 65536 -F -p "$2" \
+			>"$ROXE_OUT/queue$1-server.log" 2>&1
+	else
+		timeout -k 5 120 ib_write_bw -d $dev -x "$gid" -u 18 -D 12 -s 65536 -F -p "$2" $srv \
+			>"$ROXE_OUT/queue$1-client.log" 2>&1
+	fi
+}
+if [ "$ROXE_ROLE" = 1 ]; then
+	flow 1 18811 & f1=$!
+	flow 2 18812 & f2=$!
+	wait_for 30 sh -c "ss -Hltn 'sport = :18811' | grep -q . && ss -Hltn 'sport = :18812' | grep -q ."
+	roxe_signal ready-queue
+else
+	roxe_wait ready-queue 120
+	rm -f /tmp/ecn-stop
+	(
+		sleep 3 # past the first cuts
+		while [ ! -e /tmp/ecn-stop ]; do
+			rdma -dd res show qp link $dev/1 2>/dev/null | grep -o 'dcqcn_rate_kbps [0-9]*'
+		done
+	) >/tmp/ecn-queue-rates &
+	sampler=$!
+	flow 1 18811 & f1=$!
+	flow 2 18812 & f2=$!
+fi
+rc1=0 rc2=0
+wait $f1 || rc1=$?
+wait $f2 || rc2=$?
+if [ $rc1 = 0 ] && [ $rc2 = 0 ]; then pass "two ib_write_bw through the marking queue"; else
+	fail "ib_write_bw through the marking queue: exit $rc1 and $rc2"
+	tail -n 8 "$ROXE_OUT"/queue*.log | sed 's/^/    /'
+fi
+if [ "$ROXE_ROLE" = 2 ]; then
+	touch /tmp/ecn-stop
+	wait $sampler
+	q=$(tc -s qdisc show dev "$ROXE_IF" | tr '\n' ' ' | sed 's/  */ /g')
+	echo "qdisc: $q"
+	tc qdisc del dev "$ROXE_IF" root
+	# The rate samples, against the line rate of 100 Gbit/s.
+	n=$(wc -l </tmp/ecn-queue-rates)
+	low=$(awk '{print $2}' /tmp/ecn-queue-rates | sort -n | head -1)
+	echo "dcqcn_rate_kbps samples: $(awk '{print $2}' /tmp/ecn-queue-rates | sort -n | tr '\n' ' ')"
+	if [ "$n" -ge 2 ] && [ "${low:-0}" -gt 0 ] && [ "$low" -lt 10000000 ]; then
+		pass "the sender's DCQCN rate fell below a tenth of the line: lowest $low kbit/s of $n samples"
+	else
+		fail "the sender's DCQCN rate did not fall below a tenth of the line: lowest '${low:-none}' kbit/s of $n samples"
+	fi
+	# BW average [MB/sec], the fourth field of the result line.
+	bw() { awk '$1 == 65536 && NF >= 5 {print $4}' "$ROXE_OUT/queue$1-client.log" | tail -1; }
+	b1=$(bw 1) b2=$(bw 2)
+	echo "flow 1: ${b1:-?} MB/s, flow 2: ${b2:-?} MB/s"
+	if [ -n "$b1" ] && [ -n "$b2" ] && awk -v a="$b1" -v b="$b2" 'BEGIN {exit !(a > 0 && b > 0 && a >= (a + b) / 3 && b >= (a + b) / 3)}'; then
+		pass "fair share: $b1 and $b2 MB/s, each at least a third of the sum"
+	else
+		fail "unfair share: '$b1' and '$b2' MB/s"
+	fi
+	# 20 Mbit/s is 2.5 MB/s; at least half of it must be used.
+	if [ -n "$b1" ] && [ -n "$b2" ] && awk -v a="$b1" -v b="$b2" -v r=$qrate 'BEGIN {exit !(a + b >= r / 16)}'; then
+		pass "the bottleneck stays used: $b1 + $b2 MB/s"
+	else
+		fail "the bottleneck went unused: '$b1' + '$b2' MB/s"
+	fi
+	dropped=$(echo "$q" | grep -o 'dropped [0-9]*' | awk '{s += $2} END {print s + 0}')
+	marks=$(echo "$q" | grep -o 'ce_mark [0-9]*' | awk '{s += $2} END {print s + 0}')
+	if [ "$dropped" = 0 ] && [ "$marks" -gt 0 ]; then pass "the queue marked $marks packets and dropped none"; else
+		fail "the queue marked $marks packets and dropped $dropped"
+	fi
+	for n in rp_cnp_handled rp_cnp_ignored req_rx_nak_seq; do
+		echo "$n $(delta /tmp/ecn-queue $n)"
+	done >"$ROXE_SHARED/ecn-queue-sender"
+	echo "queue, sender: $(tr '\n' ' ' <"$ROXE_SHARED/ecn-queue-sender")"
+	d=$(delta /tmp/ecn-queue req_rx_nak_seq)
+	if [ "$d" = 0 ]; then pass "queue: no PSN sequence NAK, nothing lost"; else fail "queue: $d PSN sequence NAKs"; fi
+	roxe_signal queue-counted
+else
+	marked=$(delta /tmp/ecn-queue np_ecn_marked_roce_packets)
+	sent=$(delta /tmp/ecn-queue np_cnp_sent)
+	echo "queue: np_ecn_marked_roce_packets +$marked np_cnp_sent +$sent"
+	if [ "$sent" -gt 0 ]; then pass "receiver: CNPs for the queue's marks (+$sent for $marked marked)"; else
+		fail "receiver: no CNP for the queue's marks ($marked marked)"
+	fi
+	if roxe_wait queue-counted 120; then
+		got=$(awk '$1 == "rp_cnp_handled" || $1 == "rp_cnp_ignored" {s += $2} END {print s + 0}' "$ROXE_SHARED/ecn-queue-sender")
+		if [ "$got" = "$sent" ]; then pass "queue: the sender took every CNP: $got of $sent"; else
+			fail "queue: the sender took $got CNPs of the $sent sent"
+		fi
+	else
+		fail "the sender never counted the queue phase"
+	fi
+fi
+roxe_signal done-queue
+roxe_wait done-queue 120
 
 # --- Against rxe, which neither marks ECT nor knows CNPs. -----------------
 # Role 1 swaps roxe for rxe; role 2 (roxe) sends through the marking qdisc

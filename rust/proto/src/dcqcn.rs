@@ -7,15 +7,21 @@
 //!
 //! Everything is integer arithmetic over caller-supplied time in
 //! microseconds, so the same machine runs in the kernel and under
-//! `cargo test`. The driver keeps one per connected QP (`qp/cc.rs`) and
-//! moves it on CNPs; it does not pace by it yet.
+//! `cargo test`. The driver keeps one per connected QP (`qp/cc.rs`), moves
+//! it on CNPs and paces the QP's requests by it.
 
 /// How late (ns) a paced packet may leave and still keep its place in the
 /// schedule.
 pub const CATCH_UP_NS: u64 = 20_000;
 
-/// Alpha is kept in 1/1024ths: [`ALPHA_ONE`] is 1.0.
+/// Alpha is shown in 1/1024ths: [`ALPHA_ONE`] is 1.0.
 pub const ALPHA_ONE: u32 = 1024;
+
+/// Alpha is kept in 1/2^20ths. In 1/1024ths, g = 1/256 is 4 units and a
+/// decay step rounds up to 1 unit per 55 us, so with CNPs more than 0.7 ms
+/// apart alpha sank to 0 and CNPs stopped cutting at all (seen between
+/// two guests, where CNPs come every 0.6 ms).
+const ALPHA_FULL: u32 = 1 << 20;
 
 /// The reaction point's constants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +85,7 @@ pub struct Rate {
     rc: u64,
     /// Target rate (Rt), kbit/s.
     rt: u64,
-    /// Alpha, in 1/1024ths.
+    /// Alpha, in 1/2^20ths ([`ALPHA_FULL`]).
     alpha: u32,
     /// Timer stages (T) and byte stages (BC) since the last cut.
     t: u32,
@@ -101,7 +107,7 @@ impl Rate {
         Rate {
             rc: p.line_kbps,
             rt: p.line_kbps,
-            alpha: ALPHA_ONE,
+            alpha: ALPHA_FULL,
             t: 0,
             bc: 0,
             bytes: 0,
@@ -124,7 +130,7 @@ impl Rate {
 
     /// Alpha, in 1/1024ths.
     pub fn alpha(&self) -> u32 {
-        self.alpha
+        self.alpha / (ALPHA_FULL / ALPHA_ONE)
     }
 
     /// Whether the QP is held below the line rate.
@@ -136,8 +142,8 @@ impl Rate {
     pub fn on_cnp(&mut self, p: &Params, now: u64) -> Cnp {
         self.advance(p, now);
         // Alpha moves toward 1 on every CNP: (1 - g) alpha + g.
-        self.alpha = self.alpha - (self.alpha >> p.g_shift) + (ALPHA_ONE >> p.g_shift);
-        self.alpha = self.alpha.min(ALPHA_ONE);
+        self.alpha = self.alpha - (self.alpha >> p.g_shift) + (ALPHA_FULL >> p.g_shift);
+        self.alpha = self.alpha.min(ALPHA_FULL);
         self.alpha_at = now;
         if let Some(at) = self.cut_at {
             if now.saturating_sub(at) < p.decrease_period_us {
@@ -146,11 +152,12 @@ impl Rate {
         }
         if self.cut_at.is_none() {
             // The first CNP: alpha starts at 1, so the first cut halves.
-            self.alpha = ALPHA_ONE;
+            self.alpha = ALPHA_FULL;
         }
         self.rt = self.rc;
         // Rc (1 - alpha / 2): with alpha at most 1, at most a halving.
-        let cut = self.rc * u64::from(self.alpha) / u64::from(2 * ALPHA_ONE);
+        // Below 2^47: rates fit in 2^27 kbit/s for any real link.
+        let cut = self.rc * u64::from(self.alpha) / u64::from(2 * ALPHA_FULL);
         self.rc = (self.rc - cut).max(p.min_kbps).min(p.line_kbps);
         self.t = 0;
         self.bc = 0;
@@ -172,7 +179,8 @@ impl Rate {
             .checked_div(p.alpha_period_us)
         {
             if k > 0 {
-                // (1 - g)^k; past 16/g periods alpha is below 1/1024 anyway.
+                // (1 - g)^k; past 16/g periods alpha is below e^-16, a
+                // tenth of its unit.
                 let limit = 16u64 << p.g_shift;
                 if k >= limit {
                     self.alpha = 0;
@@ -218,13 +226,17 @@ impl Rate {
     }
 
     /// Microseconds to wait before a packet may leave at `now` (0: now).
-    pub fn wait_us(&self, p: &Params, now: u64) -> u64 {
+    ///
+    /// `burst_us` lets the schedule run that far ahead of the clock: a
+    /// sender woken by a timer of that granularity sends what the rate
+    /// allowed since its last wake-up in one go, so the rate holds on
+    /// average however coarse the timer (a QP's timer ticks in jiffies).
+    pub fn wait_us(&self, p: &Params, now: u64, burst_us: u64) -> u64 {
         if !self.limited(p) {
             return 0;
         }
-        self.next_ns
-            .saturating_sub(now.saturating_mul(1000))
-            .div_ceil(1000)
+        let horizon = now.saturating_add(burst_us).saturating_mul(1000);
+        self.next_ns.saturating_sub(horizon).div_ceil(1000)
     }
 
     /// A packet of `bytes` left at `now`: the pacing clock moves on by its
@@ -270,9 +282,9 @@ mod tests {
         let p = p();
         let mut r = Rate::new(&p);
         assert!(!r.limited(&p));
-        assert_eq!(r.wait_us(&p, 5), 0);
+        assert_eq!(r.wait_us(&p, 5, 0), 0);
         r.sent(&p, 1 << 20, 10);
-        assert_eq!(r.wait_us(&p, 10), 0);
+        assert_eq!(r.wait_us(&p, 10, 0), 0);
         assert_eq!(r.rate_kbps(), LINE);
     }
 
@@ -368,7 +380,7 @@ mod tests {
         let mut now = 0u64;
         let pkt = 1024u64;
         for _ in 0..1000 {
-            now += r.wait_us(&p, now);
+            now += r.wait_us(&p, now, 0);
             r.sent(&p, pkt, now);
         }
         // 1000 packets of 1 KiB at `rate`: 8,192,000 bits.
@@ -376,6 +388,67 @@ mod tests {
         assert!(
             now + 20 >= want && now <= want + 20,
             "now {now}, want {want}"
+        );
+    }
+
+    #[test]
+    fn a_coarse_timer_keeps_the_rate_on_average() {
+        let p = Params {
+            increase_period_us: 0,
+            byte_reset: u64::MAX,
+            ..p()
+        };
+        let mut r = Rate::new(&p);
+        for t in [0, 100, 200, 300] {
+            r.on_cnp(&p, t);
+        }
+        let rate = r.rate_kbps();
+        assert!(rate < LINE / 8, "{rate}");
+        // The sender only wakes on 4 ms ticks and sends while allowed.
+        let (tick, pkt) = (4_000u64, 1082u64);
+        let (mut now, mut bytes, mut most) = (1_000u64, 0u64, 0u64);
+        let start = now;
+        while now < start + 1_000_000 {
+            let mut burst = 0;
+            while r.wait_us(&p, now, tick) == 0 {
+                r.sent(&p, pkt, now);
+                bytes += pkt;
+                burst += pkt;
+            }
+            most = most.max(burst);
+            now += tick;
+        }
+        // One second's bytes at `rate`, within one burst.
+        let want = rate * 1000 / 8;
+        let allow = rate * tick / 8_000 + pkt;
+        assert!(bytes.abs_diff(want) <= allow, "{bytes} vs {want}");
+        // No wake-up sends more than a tick's worth and a packet.
+        assert!(most <= allow + pkt, "{most} vs {allow}");
+    }
+
+    #[test]
+    fn cnps_further_apart_than_the_alpha_period_still_cut() {
+        // Two guests: a CNP every 600 us, more than ten alpha periods.
+        // The first CNPs halve the rate while alpha is near 1; once alpha
+        // has settled (after 100 ms), each CNP must still cut more than
+        // the two stages of fast recovery between them give back.
+        let p = p();
+        let mut r = Rate::new(&p);
+        let mut now = 0;
+        let mut settled = None;
+        while now < 500_000 {
+            r.on_cnp(&p, now);
+            now += 600;
+            if now >= 100_000 && settled.is_none() {
+                settled = Some(r.rate_kbps());
+            }
+        }
+        let settled = settled.unwrap();
+        assert!(r.alpha() > 0, "alpha {}", r.alpha());
+        assert!(
+            r.rate_kbps() < settled / 4,
+            "{} after 500 ms, {settled} after 100 ms",
+            r.rate_kbps()
         );
     }
 

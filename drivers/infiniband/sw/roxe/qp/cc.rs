@@ -5,9 +5,9 @@
 //! Notification point: a packet for a QP that arrives with IP ECN CE makes
 //! the QP send a CNP back to its peer's QP, at most one per
 //! [`Notifier::GAP_US`]. Reaction point: a CNP from the QP's peer moves
-//! the QP's DCQCN rate ([`Rate::on_cnp`]). The rate is kept, counted and
-//! shown by `rdma -dd res show qp`, but the requester does not pace by it
-//! yet (`Documentation/congestion.md`).
+//! the QP's DCQCN rate ([`Rate::on_cnp`]), which paces the requester's
+//! packets ([`Congestion::pace`], [`Congestion::sent`]) and is shown by
+//! `rdma -dd res show qp` (`Documentation/congestion.md`).
 
 use super::QpState;
 use crate::counters::{Drop, Event};
@@ -39,6 +39,40 @@ impl Congestion {
         Congestion {
             notifier: Notifier::new(),
             rate: Rate::new(&PARAMS),
+        }
+    }
+}
+
+/// Bytes a packet takes on the wire besides its payload, for the pacing
+/// clock: Ethernet, IPv4, UDP, BTH and ICRC (14 + 20 + 8 + 12 + 4). An
+/// extended header or IPv6 adds a little the clock does not count.
+pub(crate) const PACKET_OVERHEAD: u32 = 58;
+
+impl Congestion {
+    /// Microseconds until the requester may send its next packet, or 0.
+    /// A QP that has had no CNP, or has recovered to the line rate, is
+    /// never held. The schedule may run one timer tick ahead of the
+    /// clock, since the QP's timer cannot wait less than a tick.
+    pub(crate) fn pace(&mut self) -> u32 {
+        if !self.rate.limited(&PARAMS) {
+            return 0;
+        }
+        let now = now_us();
+        self.rate.advance(&PARAMS, now);
+        let tick = u64::from(crate::sync::timer::tick_us());
+        // CAST: a wait is at most one packet's time at the floor rate
+        // (4 KiB at 1 Mbit/s: 33 ms).
+        self.rate
+            .wait_us(&PARAMS, now, tick)
+            .min(u64::from(u32::MAX)) as u32
+    }
+
+    /// The requester sent a packet with `payload` bytes: the pacing clock
+    /// and DCQCN's byte counter move on.
+    pub(crate) fn sent(&mut self, payload: u32) {
+        if self.rate.limited(&PARAMS) {
+            let bytes = u64::from(payload) + u64::from(PACKET_OVERHEAD);
+            self.rate.sent(&PARAMS, bytes, now_us());
         }
     }
 }

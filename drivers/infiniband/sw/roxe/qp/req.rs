@@ -68,6 +68,9 @@ pub(crate) struct ReqState {
     /// A message's data is in memory paged on demand that is not mapped
     /// yet; the timer tries again while the fault runs.
     odp_wait: bool,
+    /// The QP's DCQCN rate held the next packet back for this many
+    /// microseconds (0: it did not); the timer sends it.
+    pace_us: u32,
 }
 
 /// Why sending a WQE stopped at the packet it was building.
@@ -112,6 +115,7 @@ impl ReqState {
             flush_icrc_rxe: false,
             flush_icrc_known: false,
             odp_wait: false,
+            pace_us: 0,
         }
     }
 
@@ -165,6 +169,7 @@ impl ReqState {
         self.sq_blocked = None;
         self.reads_out = 0;
         self.odp_wait = false;
+        self.pace_us = 0;
     }
 }
 
@@ -240,9 +245,16 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
     if budget != BUDGET {
         st.comp.active_ms = now_ms();
     }
+    let pace_us = core::mem::take(&mut st.req.pace_us);
     if budget == 0 {
         st.req.kick = true;
         qp.arm_timer(0);
+    } else if pace_us != 0 {
+        // Held back by the QP's rate: the timer sends the next packet.
+        // (It also comes before the retry timeout, which `send_pending`
+        // arms once nothing holds the QP back.)
+        st.req.kick = true;
+        qp.arm_timer(pace_us.div_ceil(1000));
     } else if core::mem::take(&mut st.req.odp_wait) {
         // The fault is under way on the fault queue: look again soon. (A
         // fault that fails makes the next look an error, so this ends.)
@@ -653,7 +665,11 @@ fn send_connected(
         let read_full = op == SendOp::RdmaRead
             && st.comp.una != st.req.npsn
             && st.comp.una.distance(st.req.npsn) + n.min(rw) > rw;
-        if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= window(mtu)) || read_full {
+        if *budget == 0
+            || (rc && st.comp.una.distance(st.req.npsn) >= window(mtu))
+            || read_full
+            || paced(&mut st.req, &mut st.cc)
+        {
             return Ok(None);
         }
         if op == SendOp::RdmaRead && !st.req.take_read_credits(qp, n.min(rw)) {
@@ -685,29 +701,55 @@ fn send_connected(
         sport: udp::source_port(qp.qp_num(), dqpn),
     };
     while st.req.sq_pkt < n {
-        if *budget == 0 || (rc && st.comp.una.distance(st.req.npsn) >= window(mtu)) {
+        if *budget == 0
+            || (rc && st.comp.una.distance(st.req.npsn) >= window(mtu))
+            || paced(&mut st.req, &mut st.cc)
+        {
             return Ok(None);
         }
         *budget -= 1;
-        if atomic {
+        // The pacing clock counts what each packet carries past the
+        // headers every packet has: an AtomicETH, a RETH, the payload.
+        let carried = if atomic {
             atomic_packet(qp, path, &mut st.req, &m)?;
+            // CAST: 28.
+            headers::AtomicEth::LEN as u32
         } else if op == SendOp::RdmaRead {
             if !read_request(qp, path, &mut st.req, st.comp.una, &m, &mut prepaid) {
                 // Not now: the packet was not spent.
                 *budget += 1;
                 return Ok(None);
             }
-        } else if let Err(h) = data_packet(qp, path, &mut st.req, &m) {
-            if matches!(h, Halt::Fault) && st.req.sq_pkt == 0 && waits {
-                // Counted as started above; it starts again once its
-                // data is in.
-                st.req.reads_out = st.req.reads_out.saturating_sub(1);
+            // CAST: 16.
+            Reth::LEN as u32
+        } else {
+            // Below 2^31 + MTU: fits.
+            let plen = (len - st.req.sq_pkt * mtu).min(mtu);
+            if let Err(h) = data_packet(qp, path, &mut st.req, &m) {
+                if matches!(h, Halt::Fault) && st.req.sq_pkt == 0 && waits {
+                    // Counted as started above; it starts again once its
+                    // data is in.
+                    st.req.reads_out = st.req.reads_out.saturating_sub(1);
+                }
+                return Err(h);
             }
-            return Err(h);
-        }
+            plen
+        };
+        st.cc.sent(carried);
     }
     st.req.sq_pkt = 0;
     Ok(Some(len))
+}
+
+/// Whether the QP's DCQCN rate holds its next packet back
+/// ([`super::cc::Congestion::pace`]); if so, `req` records the wait for
+/// [`send_pending`] to arm the timer with.
+fn paced(req: &mut ReqState, cc: &mut super::cc::Congestion) -> bool {
+    let us = cc.pace();
+    if us != 0 {
+        req.pace_us = us;
+    }
+    us != 0
 }
 
 /// What the packets of one connected-QP message share.
