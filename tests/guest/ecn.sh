@@ -32,6 +32,20 @@ snap() { for n in $names; do echo "$n $(c $n)"; done >"$1"; }
 # delta FILE NAME: how far NAME moved since snap FILE.
 delta() { echo $(($(c "$2") - $(awk -v n="$2" '$1 == n {print $2}' "$1"))); }
 
+# took_every_cnp PREFIX SIGNAL FILE SENT (role 1): once role 2 signals
+# SIGNAL, the rp_cnp_* deltas it wrote to FILE must add up to SENT.
+took_every_cnp() {
+	local got
+	if roxe_wait "$2" 120; then
+		got=$(awk '$1 == "rp_cnp_handled" || $1 == "rp_cnp_ignored" {s += $2} END {print s + 0}' "$ROXE_SHARED/$3")
+		if [ "$got" = "$4" ]; then pass "${1}the sender took every CNP: $got of $4"; else
+			fail "${1}the sender took $got CNPs of the $4 sent"
+		fi
+	else
+		fail "${1}the sender never counted"
+	fi
+}
+
 # run NAME MESSAGES: one ib_write_bw of MESSAGES 64 KiB writes, role 2 to
 # role 1; the exit status is the run's.
 run() {
@@ -76,7 +90,6 @@ if [ "$ROXE_ROLE" = 2 ]; then
 	(
 		while [ ! -e /tmp/ecn-stop ]; do
 			rdma -dd res show qp link $dev/1 2>/dev/null | grep -o 'dcqcn_rate_kbps [0-9]*'
-			sleep 0.2
 		done
 	) >/tmp/ecn-rates &
 	sampler=$!
@@ -125,14 +138,7 @@ else
 	fi
 	d=$(delta /tmp/ecn-marked resp_tx_nak_seq)
 	if [ "$d" = 0 ]; then pass "receiver: no PSN sequence NAK sent"; else fail "receiver: $d PSN sequence NAKs sent"; fi
-	if roxe_wait counted 120; then
-		got=$(awk '$1 == "rp_cnp_handled" || $1 == "rp_cnp_ignored" {s += $2} END {print s + 0}' "$ROXE_SHARED/ecn-sender")
-		if [ "$got" = "$sent" ]; then pass "the sender took every CNP: $got of $sent"; else
-			fail "the sender took $got CNPs of the $sent sent"
-		fi
-	else
-		fail "the sender never counted"
-	fi
+	took_every_cnp "" counted ecn-sender "$sent"
 fi
 roxe_signal done-marked
 roxe_wait done-marked 120
@@ -240,14 +246,7 @@ else
 	if [ "$sent" -gt 0 ]; then pass "receiver: CNPs for the queue's marks (+$sent for $marked marked)"; else
 		fail "receiver: no CNP for the queue's marks ($marked marked)"
 	fi
-	if roxe_wait queue-counted 120; then
-		got=$(awk '$1 == "rp_cnp_handled" || $1 == "rp_cnp_ignored" {s += $2} END {print s + 0}' "$ROXE_SHARED/ecn-queue-sender")
-		if [ "$got" = "$sent" ]; then pass "queue: the sender took every CNP: $got of $sent"; else
-			fail "queue: the sender took $got CNPs of the $sent sent"
-		fi
-	else
-		fail "the sender never counted the queue phase"
-	fi
+	took_every_cnp "queue: " queue-counted ecn-queue-sender "$sent"
 fi
 roxe_signal done-queue
 roxe_wait done-queue 120
