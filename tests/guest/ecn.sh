@@ -207,10 +207,12 @@ if [ "$ROXE_ROLE" = 2 ]; then
 	n=$(wc -l </tmp/ecn-queue-rates)
 	low=$(awk '{print $2}' /tmp/ecn-queue-rates | sort -n | head -1)
 	echo "dcqcn_rate_kbps samples: $(awk '{print $2}' /tmp/ecn-queue-rates | sort -n | tr '\n' ' ')"
-	if [ "$n" -ge 2 ] && [ "${low:-0}" -gt 0 ] && [ "$low" -lt 10000000 ]; then
-		pass "the sender's DCQCN rate fell below a tenth of the line: lowest $low kbit/s of $n samples"
+	# 2 Gbit/s: runs give 0.45 to 0.9; with alpha in 1/1024ths (a bug) the
+	# rate stuck at 5.
+	if [ "$n" -ge 2 ] && [ "${low:-0}" -gt 0 ] && [ "$low" -lt 2000000 ]; then
+		pass "the sender's DCQCN rate fell below 2% of the line: lowest $low kbit/s of $n samples"
 	else
-		fail "the sender's DCQCN rate did not fall below a tenth of the line: lowest '${low:-none}' kbit/s of $n samples"
+		fail "the sender's DCQCN rate did not fall below 2% of the line: lowest '${low:-none}' kbit/s of $n samples"
 	fi
 	# BW average [MB/sec], the fourth field of the result line.
 	bw() { awk '$1 == 65536 && NF >= 5 {print $4}' "$ROXE_OUT/queue$1-client.log" | tail -1; }

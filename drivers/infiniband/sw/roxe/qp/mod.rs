@@ -556,6 +556,11 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
         _ => {}
     }
     st.configure_responder();
+    if cur == State::Sqd && next == State::Rts {
+        // Nothing was sent in SQD: WQEs posted meanwhile, and a timer kick
+        // (budget, pacing) that found the QP draining, wait for this.
+        self::req::send_pending(qp, st);
+    }
     Ok(())
 }
 

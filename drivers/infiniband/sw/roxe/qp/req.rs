@@ -251,8 +251,10 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
         qp.arm_timer(0);
     } else if pace_us != 0 {
         // Held back by the QP's rate: the timer sends the next packet.
-        // (It also comes before the retry timeout, which `send_pending`
-        // arms once nothing holds the QP back.)
+        // The retry timeout is not armed meanwhile; each kick that sends
+        // moves `active_ms` on, and once nothing holds the QP back
+        // `send_pending` arms it again. A wait is at most one packet's
+        // time at the floor rate (33 ms).
         st.req.kick = true;
         qp.arm_timer(pace_us.div_ceil(1000));
     } else if core::mem::take(&mut st.req.odp_wait) {
