@@ -13,6 +13,8 @@
 #include <linux/moduleparam.h>
 #include <linux/inetdevice.h>
 #include <linux/highmem.h>
+#include <linux/dma-buf.h>
+#include <linux/iosys-map.h>
 #include <linux/uaccess.h>
 #include <net/udp_tunnel.h>
 #include <net/route.h>
@@ -692,6 +694,69 @@ void *roxe_kmap_local_page(struct page *page)
 void roxe_kunmap_local(void *addr)
 {
 	kunmap_local(addr);
+}
+
+/*
+ * dma-buf memory regions. roxe reaches the memory with the CPU, so it asks
+ * the exporter for a kernel mapping (dma_buf_vmap) rather than a DMA
+ * mapping through an attachment: a software device has no DMA device to
+ * attach. The exporters roxe takes back the mapping with pages they keep
+ * resident until it is released; I/O memory is refused.
+ */
+MODULE_IMPORT_NS(DMA_BUF);
+
+struct dma_buf *roxe_dmabuf_get(int fd)
+{
+	return dma_buf_get(fd);
+}
+
+void roxe_dmabuf_put(struct dma_buf *buf)
+{
+	dma_buf_put(buf);
+}
+
+size_t roxe_dmabuf_size(const struct dma_buf *buf)
+{
+	return buf->size;
+}
+
+/* Whether the file the caller passed was opened for writing. */
+bool roxe_dmabuf_writable(const struct dma_buf *buf)
+{
+	return buf->file && (buf->file->f_mode & FMODE_WRITE);
+}
+
+int roxe_dmabuf_vmap(struct dma_buf *buf, void **vaddr)
+{
+	struct iosys_map map;
+	int err;
+
+	err = dma_buf_vmap_unlocked(buf, &map);
+	if (err)
+		return err;
+	if (map.is_iomem || !map.vaddr) {
+		dma_buf_vunmap_unlocked(buf, &map);
+		return -EOPNOTSUPP;
+	}
+	*vaddr = map.vaddr;
+	return 0;
+}
+
+void roxe_dmabuf_vunmap(struct dma_buf *buf, void *vaddr)
+{
+	struct iosys_map map = IOSYS_MAP_INIT_VADDR(vaddr);
+
+	dma_buf_vunmap_unlocked(buf, &map);
+}
+
+/* The page behind a kernel address, be it in vmalloc space or linear. */
+struct page *roxe_kernel_addr_page(const void *addr)
+{
+	if (is_vmalloc_addr(addr))
+		return vmalloc_to_page(addr);
+	if (!virt_addr_valid(addr))
+		return NULL;
+	return virt_to_page(addr);
 }
 
 /*

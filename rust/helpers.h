@@ -93,6 +93,16 @@ long roxe_kernel_write(u64 dst, const void *src, size_t n);
 void *roxe_kmap_local_page(struct page *page);
 void roxe_kunmap_local(void *addr);
 
+/* dma-buf memory regions (rust/rdma/dmabuf.rs). */
+struct dma_buf;
+struct dma_buf *roxe_dmabuf_get(int fd);
+void roxe_dmabuf_put(struct dma_buf *buf);
+size_t roxe_dmabuf_size(const struct dma_buf *buf);
+bool roxe_dmabuf_writable(const struct dma_buf *buf);
+int roxe_dmabuf_vmap(struct dma_buf *buf, void **vaddr);
+void roxe_dmabuf_vunmap(struct dma_buf *buf, void *vaddr);
+struct page *roxe_kernel_addr_page(const void *addr);
+
 /* On-demand paging (rust/rdma/odp.rs). */
 struct ib_umem_odp *roxe_odp_from_notifier(struct mmu_interval_notifier *mni);
 bool roxe_odp_range_blockable(const struct mmu_notifier_range *range);

@@ -163,6 +163,9 @@ impl<T: Driver> Device<T> {
         }
         ops.reg_user_mr = Some(Mr::<T>::reg_user_cb);
         ops.dereg_mr = Some(Mr::<T>::dereg_cb);
+        if <T::Mr as MrOps<T>>::HAS_REG_DMABUF {
+            ops.reg_user_mr_dmabuf = Some(Mr::<T>::reg_dmabuf_cb);
+        }
         if <T::Mr as MrOps<T>>::HAS_REREG_USER {
             ops.rereg_user_mr = Some(Mr::<T>::rereg_user_cb);
         }

@@ -26,6 +26,12 @@ pub(crate) trait MrOps<T: Driver>: Send + Sync + Sized {
     fn reg_user(pd: &Pd<T>, args: &UserMrArgs, udata: Option<&UData<'_>>)
         -> Result<(Self, MrInfo)>;
 
+    /// Registers `args.length` bytes of a dma-buf another driver exported
+    /// (`ibv_reg_dmabuf_mr`).
+    fn reg_dmabuf(_pd: &Pd<T>, _args: &DmaBufMrArgs) -> Result<(Self, MrInfo)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// Re-registers an MR. `Ok(None)` means changed in place; `Ok(Some)`
     /// is a replacement MR (the core then deregisters the old one).
     fn rereg_user(
@@ -109,6 +115,21 @@ pub(crate) struct UserMrArgs {
     /// Length in bytes.
     pub(crate) length: u64,
     /// The address remote peers use for the buffer's first byte.
+    pub(crate) iova: u64,
+    /// `IB_ACCESS_*`.
+    pub(crate) access: u32,
+}
+
+/// Arguments of `reg_user_mr_dmabuf`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DmaBufMrArgs {
+    /// The caller's file descriptor of the dma-buf.
+    pub(crate) fd: i32,
+    /// Offset of the registration's first byte in the buffer.
+    pub(crate) offset: u64,
+    /// Length in bytes.
+    pub(crate) length: u64,
+    /// The address remote peers use for the registration's first byte.
     pub(crate) iova: u64,
     /// `IB_ACCESS_*`.
     pub(crate) access: u32,
@@ -228,6 +249,35 @@ impl<T: Driver> Mr<T> {
             access: access as u32,
         };
         match Self::publish(|| <T::Mr as MrOps<T>>::reg_user(pd, &args, udata.as_ref())) {
+            Ok(p) => p,
+            Err(e) => err_ptr(e),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Only the RDMA core calls this, through the ops table of a device registered with this
+    /// type, for the `reg_user_mr_dmabuf` verb: every pointer is valid for the call and the PD
+    /// belongs to this driver; `fd` is a descriptor of the calling process.
+    pub(super) unsafe extern "C" fn reg_dmabuf_cb(
+        pd: *mut bindings::ib_pd,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: c_int,
+        access: c_int,
+        _attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> *mut bindings::ib_mr {
+        // SAFETY: The core passes a live PD of this device.
+        let pd = unsafe { Pd::<T>::from_raw(pd) };
+        let args = DmaBufMrArgs {
+            fd,
+            offset,
+            length,
+            iova,
+            access: access as u32,
+        };
+        match Self::publish(|| <T::Mr as MrOps<T>>::reg_dmabuf(pd, &args)) {
             Ok(p) => p,
             Err(e) => err_ptr(e),
         }

@@ -397,8 +397,17 @@ context_ops! {
     read_counters: OpaqueFn,
     /// `reg_dm_mr`.
     reg_dm_mr: OpaqueFn,
-    /// `reg_dmabuf_mr`.
-    reg_dmabuf_mr: OpaqueFn,
+    /// `reg_dmabuf_mr`: returns NULL with `errno` set on failure.
+    reg_dmabuf_mr: Option<
+        unsafe extern "C" fn(
+            pd: *mut ibv::Pd,
+            offset: u64,
+            length: usize,
+            iova: u64,
+            fd: c_int,
+            access: c_int,
+        ) -> *mut ibv::Mr,
+    >,
     /// `reg_mr`: returns NULL with `errno` set on failure.
     reg_mr: Option<
         unsafe extern "C" fn(

@@ -109,6 +109,20 @@ unsafe extern "C" {
         resp: *mut uverbs::RegMrResp,
         resp_size: usize,
     ) -> c_int;
+    // rdma-core 44 declares seven arguments; later releases add `driver`,
+    // a driver command buffer. Passing it as NULL suits both: in the
+    // x86-64 and AArch64 C conventions the caller owns the argument area,
+    // so a callee that takes seven never sees the eighth.
+    fn ibv_cmd_reg_dmabuf_mr(
+        pd: *mut ibv::Pd,
+        offset: u64,
+        length: usize,
+        iova: u64,
+        fd: c_int,
+        access: c_int,
+        vmr: *mut verbs::Mr,
+        driver: *mut c_void,
+    ) -> c_int;
     fn ibv_cmd_rereg_mr(
         vmr: *mut verbs::Mr,
         flags: u32,
@@ -295,6 +309,7 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     alloc_parent_domain: Some(pd::alloc_parent_domain),
     dealloc_pd: Some(pd::dealloc_pd),
     reg_mr: Some(pd::reg_mr),
+    reg_dmabuf_mr: Some(pd::reg_dmabuf_mr),
     rereg_mr: Some(pd::rereg_mr),
     dereg_mr: Some(pd::dereg_mr),
     create_cq: Some(cq::create_cq),

@@ -9,8 +9,9 @@
 //! registration or import (`ibv_import_pd`, `ibv_import_mr` into a context
 //! `ibv_import_device` made over another's command fd: the kernel objects
 //! are shared, and unimporting frees only this side's copy);
-//! `alloc_null_mr`, `reg_dmabuf_mr` and friends stay libibverbs'
-//! `EOPNOTSUPP` dummies.
+//! `alloc_null_mr`, `reg_dm_mr` and friends stay libibverbs' `EOPNOTSUPP`
+//! dummies. A dma-buf MR (`reg_dmabuf_mr`) is an ordinary MR to libroxe:
+//! the kernel maps the buffer.
 //!
 //! A parent domain (`ibv_alloc_parent_domain`) carries its protection
 //! domain's kernel handle, so every command that names it (QP, SRQ, MR, MW,
@@ -30,7 +31,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use super::{
     cmd_result, drop_box, errno_ret, ibv_cmd_alloc_pd, ibv_cmd_dealloc_pd, ibv_cmd_dereg_mr,
-    ibv_cmd_query_mr, ibv_cmd_reg_mr, ibv_cmd_rereg_mr, set_errno, try_box,
+    ibv_cmd_query_mr, ibv_cmd_reg_dmabuf_mr, ibv_cmd_reg_mr, ibv_cmd_rereg_mr, set_errno, try_box,
 };
 use crate::abi::{ibv, uverbs, verbs};
 use crate::errno::Errno;
@@ -253,6 +254,52 @@ pub(super) unsafe extern "C" fn reg_mr(
             size_of_val(&cmd),
             &raw mut resp,
             size_of_val(&resp),
+        )
+    };
+    if let Err(err) = cmd_result(ret) {
+        // SAFETY: `vmr` came from `try_box` and was never published.
+        unsafe { drop_box(vmr) };
+        set_errno(err);
+        return ptr::null_mut();
+    }
+    // SAFETY: `vmr` is live; `ibv_mr` is its first field.
+    unsafe { &raw mut (*vmr.as_ptr()).ibv_mr }
+}
+
+/// `verbs_context_ops.reg_dmabuf_mr`.
+///
+/// Returns NULL with `errno` set on failure. `ibv_cmd_reg_dmabuf_mr` fills
+/// in the handle, keys, type and extent; the kernel takes the buffer from
+/// `fd` and checks the range and rights against it.
+///
+/// # Safety
+///
+/// `pd` is a live PD from [`alloc_pd`]; the other arguments are passed on to
+/// the kernel, which checks them.
+pub(super) unsafe extern "C" fn reg_dmabuf_mr(
+    pd: *mut ibv::Pd,
+    offset: u64,
+    length: usize,
+    iova: u64,
+    fd: c_int,
+    access: c_int,
+) -> *mut ibv::Mr {
+    let Some(vmr) = try_box(verbs::Mr::ZERO) else {
+        set_errno(Errno::ENOMEM);
+        return ptr::null_mut();
+    };
+    // SAFETY: `pd` is live per the contract and `vmr` is a live `verbs_mr`;
+    // no driver command buffer is passed.
+    let ret = unsafe {
+        ibv_cmd_reg_dmabuf_mr(
+            pd,
+            offset,
+            length,
+            iova,
+            fd,
+            access,
+            vmr.as_ptr(),
+            ptr::null_mut(),
         )
     };
     if let Err(err) = cmd_result(ret) {

@@ -2,6 +2,8 @@
 
 //! Memory regions: DMA MRs for kernel consumers, and user MRs whose pages
 //! are pinned through `ib_umem` and kept as a page list for the data path.
+//! A dma-buf MR (`ibv_reg_dmabuf_mr`) keeps the pages of another driver's
+//! buffer the same way, through a kernel mapping of the buffer.
 //!
 //! Fast-registration MRs (`alloc_mr`) map kernel pages given by
 //! `ib_map_mr_sg` and become usable through `IB_WR_REG_MR`. Memory windows
@@ -14,12 +16,12 @@ use crate::device::Roxe;
 use crate::keys::{check_access, Backing, FastPages, KeyEntry, MrData};
 use crate::odp::{Implicit, OdpMem, OdpPages};
 use crate::proto::access;
-use crate::rdma::mr::{Advice, AdviseSge, Mr, MrInfo, Rereg, UserMrArgs};
+use crate::rdma::mr::{Advice, AdviseSge, DmaBufMrArgs, Mr, MrInfo, Rereg, UserMrArgs};
 use crate::rdma::odp::{ImplicitRoot, OdpUmem};
 use crate::rdma::pd::Pd;
 use crate::rdma::random;
 use crate::rdma::udata::UData;
-use crate::rdma::umem::{PinnedRange, Umem};
+use crate::rdma::umem::{DmaBuf, PinnedRange, Umem};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use kernel::error::code::{EACCES, EINVAL, ENOMEM, EPERM};
 use kernel::prelude::*;
@@ -137,6 +139,34 @@ pub(crate) fn reg_user(
         Backing::User(PinnedRange::new(umem, args.length)?)
     };
     let mr = new_mr(pd, access, args.iova, args.length, backing)?;
+    let info = mr.info(args.iova, args.length);
+    Ok((mr, info))
+}
+
+/// `ibv_reg_dmabuf_mr`: `args.length` bytes of the dma-buf behind the
+/// caller's descriptor `args.fd`, from byte `args.offset`, at `args.iova`.
+///
+/// The buffer stays mapped, so its pages stay where they are, until the MR
+/// is deregistered; the exporter cannot move it meanwhile (see
+/// `Documentation/dmabuf.md`). A buffer whose descriptor was not opened
+/// for writing gets no right that writes: `EACCES`, as the process could
+/// not map it writable either.
+pub(crate) fn reg_dmabuf(pd: &Pd<Roxe>, args: &DmaBufMrArgs) -> Result<(RoxeMr, MrInfo)> {
+    let access = check_access(args.access)?;
+    if access & (access::ON_DEMAND | access::HUGETLB) != 0 {
+        return Err(EINVAL);
+    }
+    if args.length == 0 || args.length > crate::limits::MAX_MR_SIZE {
+        return Err(EINVAL);
+    }
+    args.offset.checked_add(args.length - 1).ok_or(EINVAL)?;
+    args.iova.checked_add(args.length - 1).ok_or(EINVAL)?;
+    let buf = DmaBuf::map(args.fd)?;
+    if access::needs_writable_pin(access) && !buf.writable() {
+        return Err(EACCES);
+    }
+    let range = PinnedRange::from_dmabuf(buf, args.offset, args.length)?;
+    let mr = new_mr(pd, access, args.iova, args.length, Backing::User(range))?;
     let info = mr.info(args.iova, args.length);
     Ok((mr, info))
 }

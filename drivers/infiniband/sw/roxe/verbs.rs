@@ -31,7 +31,7 @@ use crate::rdma::device::{
     Device, DeviceInfo, Driver, NewDevice, ParentDevice, DRIVER_ID_UNKNOWN, MAD_LEN,
 };
 use crate::rdma::link::LinkOps;
-use crate::rdma::mr::{Advice, AdviseSge, Mr, MrInfo, MrOps, Rereg, UserMrArgs};
+use crate::rdma::mr::{Advice, AdviseSge, DmaBufMrArgs, Mr, MrInfo, MrOps, Rereg, UserMrArgs};
 use crate::rdma::mw::{MwOps, MwType};
 use crate::rdma::pd::{Pd, PdOps};
 use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit, QpOps, QpTimer, ResAttrs, Sge};
@@ -280,6 +280,10 @@ impl MrOps<Roxe> for RoxeMr {
         udata: Option<&UData<'_>>,
     ) -> Result<(Self, MrInfo)> {
         mr::reg_user(pd, args, udata)
+    }
+
+    fn reg_dmabuf(pd: &Pd<Roxe>, args: &DmaBufMrArgs) -> Result<(Self, MrInfo)> {
+        mr::reg_dmabuf(pd, args)
     }
 
     fn rereg_user(
