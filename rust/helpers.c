@@ -14,6 +14,7 @@
 #include <linux/inetdevice.h>
 #include <linux/highmem.h>
 #include <linux/dma-buf.h>
+#include <linux/dma-resv.h>
 #include <linux/iosys-map.h>
 #include <linux/uaccess.h>
 #include <net/udp_tunnel.h>
@@ -697,13 +698,31 @@ void roxe_kunmap_local(void *addr)
 }
 
 /*
- * dma-buf memory regions. roxe reaches the memory with the CPU, so it asks
- * the exporter for a kernel mapping (dma_buf_vmap) rather than a DMA
- * mapping through an attachment: a software device has no DMA device to
- * attach. The exporters roxe takes back the mapping with pages they keep
- * resident until it is released; I/O memory is refused.
+ * dma-buf memory regions. roxe reaches the memory with the CPU, so what it
+ * needs from the exporter is a kernel mapping (dma_buf_vmap), held for as
+ * long as the MR lives, over a buffer that cannot move meanwhile.
+ *
+ * A vmap alone does not hold a buffer in place for every exporter (TTM's
+ * leaves it free to evict), so roxe first attaches and pins, as the RDMA
+ * core's pinned import does: a dynamic exporter (one with a pin op) gets a
+ * dynamic attachment and dma_buf_pin; any other gets a plain attachment,
+ * which such exporters take as the pin (the GEM helpers pin the object in
+ * their attach op). Matching the two kinds also keeps the dma-buf core from
+ * mapping the buffer for DMA at attach time: roxe's device does no DMA and
+ * never maps it. I/O memory is refused, since the data path copies with
+ * memcpy.
  */
 MODULE_IMPORT_NS(DMA_BUF);
+
+static void roxe_dmabuf_move_notify(struct dma_buf_attachment *attach)
+{
+	/* Only a pinned attachment is made, and a pinned buffer does not move. */
+}
+
+static const struct dma_buf_attach_ops roxe_dmabuf_attach_ops = {
+	.allow_peer2peer = false,
+	.move_notify = roxe_dmabuf_move_notify,
+};
 
 struct dma_buf *roxe_dmabuf_get(int fd)
 {
@@ -720,43 +739,60 @@ size_t roxe_dmabuf_size(const struct dma_buf *buf)
 	return buf->size;
 }
 
-/* Whether the file the caller passed was opened for writing. */
+/*
+ * Whether the buffer's file was opened for writing. A dma-buf has exactly
+ * one file, made at export, whatever descriptor the caller passed.
+ */
 bool roxe_dmabuf_writable(const struct dma_buf *buf)
 {
 	return buf->file && (buf->file->f_mode & FMODE_WRITE);
 }
 
-int roxe_dmabuf_vmap(struct dma_buf *buf, void **vaddr)
+int roxe_dmabuf_pin_map(struct dma_buf *buf, struct ib_device *ibdev,
+			struct dma_buf_attachment **attach, void **vaddr)
 {
+	bool dynamic = dma_buf_is_dynamic(buf);
+	struct dma_buf_attachment *a;
 	struct iosys_map map;
 	int err;
 
-	err = dma_buf_vmap_unlocked(buf, &map);
+	a = dma_buf_dynamic_attach(buf, &ibdev->dev, dynamic ? &roxe_dmabuf_attach_ops : NULL,
+				   NULL);
+	if (IS_ERR(a))
+		return PTR_ERR(a);
+	dma_resv_lock(buf->resv, NULL);
+	err = dynamic ? dma_buf_pin(a) : 0;
 	if (err)
-		return err;
-	if (map.is_iomem || !map.vaddr) {
-		dma_buf_vunmap_unlocked(buf, &map);
-		return -EOPNOTSUPP;
+		goto unlock;
+	err = dma_buf_vmap(buf, &map);
+	if (!err && (map.is_iomem || !map.vaddr || !PAGE_ALIGNED(map.vaddr))) {
+		dma_buf_vunmap(buf, &map);
+		err = -EOPNOTSUPP;
 	}
+	if (err && dynamic)
+		dma_buf_unpin(a);
+unlock:
+	dma_resv_unlock(buf->resv);
+	if (err) {
+		dma_buf_detach(buf, a);
+		return err;
+	}
+	*attach = a;
 	*vaddr = map.vaddr;
 	return 0;
 }
 
-void roxe_dmabuf_vunmap(struct dma_buf *buf, void *vaddr)
+void roxe_dmabuf_unmap_unpin(struct dma_buf *buf, struct dma_buf_attachment *attach,
+			     void *vaddr)
 {
 	struct iosys_map map = IOSYS_MAP_INIT_VADDR(vaddr);
 
-	dma_buf_vunmap_unlocked(buf, &map);
-}
-
-/* The page behind a kernel address, be it in vmalloc space or linear. */
-struct page *roxe_kernel_addr_page(const void *addr)
-{
-	if (is_vmalloc_addr(addr))
-		return vmalloc_to_page(addr);
-	if (!virt_addr_valid(addr))
-		return NULL;
-	return virt_to_page(addr);
+	dma_resv_lock(buf->resv, NULL);
+	dma_buf_vunmap(buf, &map);
+	if (dma_buf_attachment_is_dynamic(attach))
+		dma_buf_unpin(attach);
+	dma_resv_unlock(buf->resv);
+	dma_buf_detach(buf, attach);
 }
 
 /*

@@ -93,15 +93,17 @@ long roxe_kernel_write(u64 dst, const void *src, size_t n);
 void *roxe_kmap_local_page(struct page *page);
 void roxe_kunmap_local(void *addr);
 
-/* dma-buf memory regions (rust/rdma/dmabuf.rs). */
+/* dma-buf memory regions (rust/rdma/umem.rs, DmaBuf). */
 struct dma_buf;
+struct dma_buf_attachment;
 struct dma_buf *roxe_dmabuf_get(int fd);
 void roxe_dmabuf_put(struct dma_buf *buf);
 size_t roxe_dmabuf_size(const struct dma_buf *buf);
 bool roxe_dmabuf_writable(const struct dma_buf *buf);
-int roxe_dmabuf_vmap(struct dma_buf *buf, void **vaddr);
-void roxe_dmabuf_vunmap(struct dma_buf *buf, void *vaddr);
-struct page *roxe_kernel_addr_page(const void *addr);
+int roxe_dmabuf_pin_map(struct dma_buf *buf, struct ib_device *ibdev,
+			struct dma_buf_attachment **attach, void **vaddr);
+void roxe_dmabuf_unmap_unpin(struct dma_buf *buf, struct dma_buf_attachment *attach,
+			     void *vaddr);
 
 /* On-demand paging (rust/rdma/odp.rs). */
 struct ib_umem_odp *roxe_odp_from_notifier(struct mmu_interval_notifier *mni);

@@ -110,10 +110,18 @@ impl Drop for Umem {
     }
 }
 
-/// What keeps a [`PinnedRange`]'s pages resident.
-enum Pin {
-    User(Umem),
-    DmaBuf(DmaBuf),
+/// What a [`PinnedRange`] holds and copies through.
+enum Mem {
+    /// Pinned user pages, in address order; the registration starts
+    /// `offset` bytes into the first.
+    User {
+        umem: Umem,
+        pages: KVec<PinnedPage>,
+        offset: usize,
+    },
+    /// A pinned, mapped dma-buf; the registration starts `offset` bytes
+    /// into it.
+    DmaBuf { buf: DmaBuf, offset: usize },
 }
 
 /// The bytes of pinned memory, addressed from the first byte of the
@@ -121,12 +129,11 @@ enum Pin {
 ///
 /// # Invariants
 ///
-/// `pages` are pages that `pin` keeps resident, in address order, and the
-/// range `offset..offset + len` lies within them.
+/// For `Mem::User`, `pages` are the pages `umem` pinned, in address order,
+/// and `offset..offset + len` lies within them; for `Mem::DmaBuf`,
+/// `offset + len` is at most the buffer's size.
 pub(crate) struct PinnedRange {
-    pin: Pin,
-    pages: KVec<PinnedPage>,
-    offset: usize,
+    mem: Mem,
     len: usize,
 }
 
@@ -144,14 +151,16 @@ impl PinnedRange {
         }
         // INVARIANT: checked just above.
         Ok(Self {
-            pin: Pin::User(umem),
-            pages,
-            offset,
+            mem: Mem::User {
+                umem,
+                pages,
+                offset,
+            },
             len,
         })
     }
 
-    /// Takes `len` bytes of the mapped dma-buf `buf`, from byte `offset`.
+    /// Takes `len` bytes of the dma-buf `buf`, from byte `offset`.
     pub(crate) fn from_dmabuf(buf: DmaBuf, offset: u64, len: u64) -> Result<Self> {
         let offset = usize::try_from(offset).map_err(|_| EINVAL)?;
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
@@ -159,15 +168,9 @@ impl PinnedRange {
         if len == 0 || end > buf.size() {
             return Err(EINVAL);
         }
-        let first = offset / PAGE;
-        let count = end.div_ceil(PAGE) - first;
-        let pages = buf.pages(first, count)?;
-        // INVARIANT: `pages` are the `count` pages from the one holding
-        // byte `offset` to the one holding byte `end - 1`.
+        // INVARIANT: checked just above.
         Ok(Self {
-            pin: Pin::DmaBuf(buf),
-            pages,
-            offset: offset % PAGE,
+            mem: Mem::DmaBuf { buf, offset },
             len,
         })
     }
@@ -180,36 +183,39 @@ impl PinnedRange {
     /// Whether the memory may be written: pages pinned for writing
     /// ([`Umem::writable`]), or a dma-buf whose file was opened for writing.
     pub(crate) fn writable(&self) -> bool {
-        match &self.pin {
-            Pin::User(u) => u.writable(),
-            Pin::DmaBuf(b) => b.writable(),
+        match &self.mem {
+            Mem::User { umem, .. } => umem.writable(),
+            Mem::DmaBuf { buf, .. } => buf.writable(),
         }
     }
 
-    /// Whether this is a dma-buf's memory.
-    pub(crate) fn is_dmabuf(&self) -> bool {
-        matches!(self.pin, Pin::DmaBuf(_))
-    }
-
-    /// Calls `f(page, offset in page, bytes)` for each page piece of
-    /// `off..off + n`, after checking the range is inside the registration.
-    fn pieces(
-        &self,
-        off: usize,
-        n: usize,
-        mut f: impl FnMut(PinnedPage, usize, usize, usize),
-    ) -> Result {
+    /// The position of `off..off + n` from the start of the memory, after
+    /// checking that it lies inside the registration.
+    fn place(&self, off: usize, n: usize) -> Result<usize> {
         let end = off.checked_add(n).ok_or(EFAULT)?;
         if end > self.len {
             return Err(EFAULT);
         }
-        let mut pos = self.offset + off;
+        Ok(off
+            + match &self.mem {
+                Mem::User { offset, .. } | Mem::DmaBuf { offset, .. } => *offset,
+            })
+    }
+
+    /// Calls `f(page, offset in page, bytes, done)` for each page piece of
+    /// the user pages from byte `pos` (from [`Self::place`]) for `n` bytes.
+    fn pieces(
+        pages: &[PinnedPage],
+        mut pos: usize,
+        n: usize,
+        mut f: impl FnMut(PinnedPage, usize, usize, usize),
+    ) -> Result {
         let mut done = 0;
         while done < n {
             let in_page = pos % PAGE;
             let chunk = (PAGE - in_page).min(n - done);
             // By the invariant, `pos / PAGE` indexes a pinned page.
-            let page = *self.pages.get(pos / PAGE).ok_or(EFAULT)?;
+            let page = *pages.get(pos / PAGE).ok_or(EFAULT)?;
             f(page, in_page, chunk, done);
             pos += chunk;
             done += chunk;
@@ -219,7 +225,15 @@ impl PinnedRange {
 
     /// Copies `src` into the registration at byte `off`.
     pub(crate) fn write(&self, off: usize, src: &[u8]) -> Result {
-        self.pieces(off, src.len(), |page, in_page, chunk, done| {
+        let pos = self.place(off, src.len())?;
+        let pages = match &self.mem {
+            Mem::DmaBuf { buf, .. } => {
+                buf.write(pos, src);
+                return Ok(());
+            }
+            Mem::User { pages, .. } => pages,
+        };
+        Self::pieces(pages, pos, src.len(), |page, in_page, chunk, done| {
             // SAFETY: The page is pinned while `self` lives; the mapping is
             // released before the next one is made; `in_page + chunk` stays
             // within the page and `done + chunk` within `src`. User space may
@@ -235,8 +249,16 @@ impl PinnedRange {
 
     /// Copies bytes from the registration at `off` into `dst`.
     pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> Result {
+        let pos = self.place(off, dst.len())?;
+        let pages = match &self.mem {
+            Mem::DmaBuf { buf, .. } => {
+                buf.read(pos, dst);
+                return Ok(());
+            }
+            Mem::User { pages, .. } => pages,
+        };
         let out = dst.as_mut_ptr();
-        self.pieces(off, dst.len(), |page, in_page, chunk, done| {
+        Self::pieces(pages, pos, dst.len(), |page, in_page, chunk, done| {
             // SAFETY: As in `write`, with the copy in the other direction
             // into `dst`, which has room for `done + chunk` bytes.
             unsafe {
@@ -248,36 +270,41 @@ impl PinnedRange {
     }
 }
 
-/// A dma-buf, taken from its file descriptor and mapped into the kernel
-/// with `dma_buf_vmap`; unmapped and put on drop.
+/// A dma-buf, taken from its file descriptor, attached and pinned for the
+/// device, and mapped into the kernel with `dma_buf_vmap`; unmapped,
+/// unpinned, detached and put on drop.
 ///
-/// The mapping keeps the exporter's pages resident (and where they are)
-/// until it is released: the shmem-backed exporters (vgem, udmabuf, the
-/// GEM shmem helpers) take their pages for a vmap and hold them until the
-/// vunmap. An exporter that maps I/O memory is refused, since the data path
-/// copies with `kmap_local_page`.
+/// The pin holds the buffer where it is until the drop, whatever the
+/// exporter (the RDMA core's pinned import does the same for hardware); the
+/// mapping is the exporter's own, with the memory type it chose (vgem's is
+/// write-combined), so the data path copies through it rather than through
+/// other aliases of its pages. I/O memory is refused.
 ///
 /// # Invariants
 ///
-/// `raw` is a dma-buf this value holds a reference to; `vaddr` is the
-/// kernel address of its whole length, from a `dma_buf_vmap` that this
-/// value releases, and page aligned.
+/// `raw` is a dma-buf this value holds a reference to; `attach` is an
+/// attachment of it this value made and pinned; `vaddr` is the kernel
+/// address of the buffer's whole size, from a `dma_buf_vmap` this value
+/// releases.
 pub(crate) struct DmaBuf {
     raw: NonNull<bindings::dma_buf>,
-    vaddr: NonNull<c_void>,
+    attach: NonNull<bindings::dma_buf_attachment>,
+    vaddr: NonNull<u8>,
+    size: usize,
 }
 
-// SAFETY: The buffer and its mapping may be used and released from any
-// thread; nothing here changes after creation.
+// SAFETY: The buffer, its attachment and its mapping may be used and
+// released from any thread; nothing here changes after creation.
 unsafe impl Send for DmaBuf {}
-// SAFETY: As above.
+// SAFETY: As above; copies go through raw pointers.
 unsafe impl Sync for DmaBuf {}
 
 impl DmaBuf {
-    /// Takes the dma-buf behind the caller's file descriptor `fd` and maps
-    /// it: `EBADF` if `fd` is not open, `EINVAL` if it is not a dma-buf,
+    /// Takes the dma-buf behind the caller's file descriptor `fd`, and
+    /// pins and maps it for `dev` if at least `need` bytes long: `EBADF`
+    /// if `fd` is not open, `EINVAL` if it is not a dma-buf or is shorter,
     /// `EOPNOTSUPP` if the exporter gives no kernel mapping of memory.
-    pub(crate) fn map(fd: i32) -> Result<Self> {
+    pub(crate) fn map<T: Driver>(dev: &Device<T>, fd: i32, need: u64) -> Result<Self> {
         // SAFETY: `dma_buf_get` looks `fd` up in the calling process and
         // returns a counted buffer or an `ERR_PTR`.
         let raw = unsafe { bindings::roxe_dmabuf_get(fd) };
@@ -287,78 +314,90 @@ impl DmaBuf {
             return Err(Error::from_errno(v as i32));
         }
         let raw = NonNull::new(raw).ok_or(EINVAL)?;
+        // SAFETY: `raw` is a counted buffer; its size is fixed at export.
+        let size = unsafe { bindings::roxe_dmabuf_size(raw.as_ptr()) };
+        // Checked before pinning: nothing of a buffer too short is touched.
+        if u64::try_from(size).map_or(true, |s| s < need) {
+            // SAFETY: The reference taken above, given back once.
+            unsafe { bindings::roxe_dmabuf_put(raw.as_ptr()) };
+            return Err(EINVAL);
+        }
+        let mut attach: *mut bindings::dma_buf_attachment = core::ptr::null_mut();
         let mut vaddr: *mut c_void = core::ptr::null_mut();
-        // SAFETY: `raw` is a counted buffer; the helper writes `vaddr` only
-        // when it returns 0.
-        let err = unsafe { bindings::roxe_dmabuf_vmap(raw.as_ptr(), &mut vaddr) };
-        let mapped = if err != 0 {
-            Err(Error::from_errno(err))
-        } else {
-            NonNull::new(vaddr).ok_or_else(super::errno::eopnotsupp)
+        // SAFETY: `raw` is a counted buffer and `dev` a live device; the
+        // helper writes `attach` and `vaddr` only when it returns 0, and
+        // undoes everything it did otherwise.
+        let err = unsafe {
+            bindings::roxe_dmabuf_pin_map(raw.as_ptr(), dev.as_raw(), &mut attach, &mut vaddr)
         };
-        let vaddr = match mapped {
-            Ok(p) if (p.as_ptr() as usize) % PAGE == 0 => p,
-            other => {
-                if let Ok(p) = other {
-                    // SAFETY: Mapped just above, and not kept.
-                    unsafe { bindings::roxe_dmabuf_vunmap(raw.as_ptr(), p.as_ptr()) };
-                }
-                // SAFETY: The reference taken above, given back once.
-                unsafe { bindings::roxe_dmabuf_put(raw.as_ptr()) };
-                return Err(other.err().unwrap_or_else(super::errno::eopnotsupp));
-            }
+        let (Some(attach), Some(vaddr)) = (NonNull::new(attach), NonNull::new(vaddr.cast())) else {
+            // SAFETY: The reference taken above, given back once.
+            unsafe { bindings::roxe_dmabuf_put(raw.as_ptr()) };
+            return Err(if err != 0 {
+                Error::from_errno(err)
+            } else {
+                EINVAL
+            });
         };
-        // INVARIANT: counted, mapped and page aligned, as checked.
-        Ok(Self { raw, vaddr })
+        // INVARIANT: counted, attached, pinned and mapped, as above.
+        Ok(Self {
+            raw,
+            attach,
+            vaddr,
+            size,
+        })
     }
 
     /// The buffer's size in bytes.
     pub(crate) fn size(&self) -> usize {
-        // SAFETY: The buffer is live; its size is fixed at export.
-        unsafe { bindings::roxe_dmabuf_size(self.raw.as_ptr()) }
+        self.size
     }
 
     /// Whether the file it was taken from was opened for writing. A
-    /// buffer passed read-only must not be written through RDMA.
+    /// buffer exported read-only must not be written through RDMA.
     pub(crate) fn writable(&self) -> bool {
         // SAFETY: The buffer is live; its file lives as long as it does.
         unsafe { bindings::roxe_dmabuf_writable(self.raw.as_ptr()) }
     }
 
-    /// The `count` pages of the mapping from page `first` on.
-    fn pages(&self, first: usize, count: usize) -> Result<KVec<PinnedPage>> {
-        let end = first.checked_add(count).ok_or(EINVAL)?;
-        if end > self.size().div_ceil(PAGE) {
-            return Err(EINVAL);
-        }
-        // Sized by the caller's MR: charged to its memory cgroup.
-        let mut out = KVec::with_capacity(count, GFP_KERNEL_ACCOUNT)?;
-        for i in first..end {
-            // SAFETY: Page `i` lies inside the mapping, which covers the
-            // buffer's whole size from `vaddr` (checked above); the helper
-            // only looks the address up.
-            let page = unsafe {
-                bindings::roxe_kernel_addr_page(
-                    self.vaddr.as_ptr().cast::<u8>().add(i * PAGE).cast(),
-                )
-            };
-            // INVARIANT: resident while the mapping, which the range that
-            // keeps these pages also owns, lives.
-            out.push(
-                PinnedPage(NonNull::new(page).ok_or(EFAULT)?),
-                GFP_KERNEL_ACCOUNT,
-            )?;
-        }
-        Ok(out)
+    /// Copies `src` to byte `pos` of the buffer; `pos + src.len()` is at
+    /// most the size ([`PinnedRange`]'s invariant and `place`).
+    fn write(&self, pos: usize, src: &[u8]) {
+        debug_assert!(pos + src.len() <= self.size);
+        // SAFETY: The mapping covers the whole size while `self` lives, and
+        // the range is within it. The exporter's other users may touch the
+        // bytes at the same time, as with any RDMA write: they are copied
+        // through raw pointers, never references to them.
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.as_ptr(), self.vaddr.as_ptr().add(pos), src.len())
+        };
+    }
+
+    /// Copies from byte `pos` of the buffer into `dst`, within the size.
+    fn read(&self, pos: usize, dst: &mut [u8]) {
+        debug_assert!(pos + dst.len() <= self.size);
+        // SAFETY: As in `write`, in the other direction.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.vaddr.as_ptr().add(pos),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
     }
 }
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant: the mapping and the reference
-        // are this value's, released once, the mapping first.
+        // SAFETY: By the type invariant: the mapping, the pin and the
+        // attachment are this value's, released once, in that order, and
+        // then the reference.
         unsafe {
-            bindings::roxe_dmabuf_vunmap(self.raw.as_ptr(), self.vaddr.as_ptr());
+            bindings::roxe_dmabuf_unmap_unpin(
+                self.raw.as_ptr(),
+                self.attach.as_ptr(),
+                self.vaddr.as_ptr().cast(),
+            );
             bindings::roxe_dmabuf_put(self.raw.as_ptr());
         }
     }

@@ -9,19 +9,24 @@
  * vgem is a DRM driver with no hardware: its "dumb" buffers are shmem
  * pages, exported as dma-bufs with PRIME_HANDLE_TO_FD. Each side makes one,
  * registers 1 MiB of it from a page offset of 100 bytes, and maps it to
- * check what arrived. Then the side drops its GEM handle and the buffer's
- * file descriptor: the MR alone keeps the memory.
+ * check what arrived; then it closes the GEM handle and the descriptor
+ * (its mapping keeps the buffer too). Each side also registers a page of
+ * a second buffer for remote read and lets go of everything else of it,
+ * mapping included: the client's RDMA READ of the server's shows that the
+ * MR alone keeps a buffer, with its bytes.
  *
  * Local checks (both sides): a file that is not a dma-buf, a range past
- * the buffer's end, a zero length, and write rights over a buffer exported
- * read-only are refused with their errno; read rights over it are granted.
+ * the buffer's end, a zero length, and any write right over a buffer
+ * exported read-only are refused with their errno; read rights over it are
+ * granted.
  *
  * Traffic (one RC QP, client as requester), each checked byte for byte
  * on the side that receives it, with the bytes around the range unchanged:
  * an RDMA WRITE of the whole MR from the client's dma-buf MR into the
  * server's; an RDMA READ of the whole MR back into the client's; a SEND of
- * 64 KiB into a receive posted in the server's dma-buf MR; a fetch-and-add
- * on its last aligned word; and last an RDMA WRITE that runs 8 bytes past the end of the
+ * 64 KiB into a receive posted in the server's dma-buf MR; an RDMA READ of
+ * the server's let-go page; a fetch-and-add on the last aligned word of
+ * its MR; and last an RDMA WRITE that runs 8 bytes past the end of the
  * server's MR, which must complete with a remote access error and leave
  * the server's memory as it was.
  *
@@ -255,12 +260,10 @@ static void local_checks(struct ibv_pd *pd, struct buf *b)
 	ro.handle = c.handle;
 	if (ioctl(card_fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &ro))
 		die("vgem: export the buffer read-only");
-	expect_errno("write rights over a read-only dma-buf are refused (EACCES)",
+	expect_errno("local and remote write over a read-only dma-buf are refused (EACCES)",
 		     ibv_reg_dmabuf_mr(pd, 0, PAGE, 0, ro.fd, rw), EACCES);
-	expect_errno("remote atomics over a read-only dma-buf are refused (EACCES)",
-		     ibv_reg_dmabuf_mr(pd, 0, PAGE, 0, ro.fd,
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC),
-		     EACCES);
+	expect_errno("local write alone over a read-only dma-buf is refused (EACCES)",
+		     ibv_reg_dmabuf_mr(pd, 0, PAGE, 0, ro.fd, IBV_ACCESS_LOCAL_WRITE), EACCES);
 	mr = ibv_reg_dmabuf_mr(pd, 0, PAGE, 0, ro.fd, IBV_ACCESS_REMOTE_READ);
 	if (mr) {
 		pass("remote read over a read-only dma-buf is granted");
@@ -273,10 +276,46 @@ static void local_checks(struct ibv_pd *pd, struct buf *b)
 
 /* What the two sides tell each other. */
 struct peer {
-	uint32_t qpn, psn, rkey, pad;
+	uint32_t qpn, psn, rkey, lone_rkey;
 	uint64_t iova;
 	uint8_t gid[16];
 };
+
+#define LONE_IOVA 0x7f0000000000ull
+#define LONE_SEED 5
+
+/*
+ * A one-page buffer, filled, registered for remote read, and then let go
+ * of entirely (mapping, descriptor, GEM handle): from here only the MR
+ * holds it, and the peer reads it back.
+ */
+static struct ibv_mr *lone_mr(struct ibv_pd *pd)
+{
+	struct drm_mode_create_dumb c = { .width = PAGE, .bpp = 8, .height = 1 };
+	struct drm_prime_handle p = { .flags = O_RDWR | O_CLOEXEC };
+	struct drm_gem_close g;
+	struct ibv_mr *mr;
+	uint8_t *map;
+
+	if (ioctl(card_fd, DRM_IOCTL_MODE_CREATE_DUMB, &c))
+		die("vgem: create a one-page buffer");
+	p.handle = g.handle = c.handle;
+	if (ioctl(card_fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &p))
+		die("vgem: export the one-page buffer");
+	map = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, p.fd, 0);
+	if (map == MAP_FAILED)
+		die("mmap the one-page buffer");
+	fill(map, PAGE, LONE_SEED);
+	mr = ibv_reg_dmabuf_mr(pd, 0, PAGE, LONE_IOVA, p.fd, IBV_ACCESS_REMOTE_READ);
+	if (!mr)
+		die("register the one-page buffer");
+	munmap(map, PAGE);
+	close(p.fd);
+	g.pad = 0;
+	if (ioctl(card_fd, DRM_IOCTL_GEM_CLOSE, &g))
+		die("vgem: close the one-page buffer's handle");
+	return mr;
+}
 
 static int tcp(const char *server)
 {
@@ -457,7 +496,7 @@ int main(int argc, char **argv)
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	struct ibv_mr *mr;
+	struct ibv_mr *mr, *lone;
 	union ibv_gid gid;
 	struct buf b;
 	int gid_index, s;
@@ -493,6 +532,7 @@ int main(int argc, char **argv)
 	pass("1 MiB of a vgem dma-buf registered, from byte 4196");
 	let_go(&b);
 	reg = b.map + MR_OFF;
+	lone = lone_mr(pd);
 
 	qp = make_qp(pd, cq);
 	if (ibv_query_gid(ctx, 1, gid_index, &gid))
@@ -502,53 +542,63 @@ int main(int argc, char **argv)
 	me.psn = lrand48() & 0xffffff;
 	me.rkey = mr->rkey;
 	me.iova = IOVA;
+	me.lone_rkey = lone->rkey;
 	memcpy(me.gid, gid.raw, 16);
 	s = tcp(server);
 	xfer(s, &me, &them, sizeof(me));
 	connect_qp(qp, &me, &them, gid_index);
 	sync_step(s, 1);
 
+	/*
+	 * The steps, in order; each side waits for the other at every
+	 * sync_step, so nothing is checked or refilled while the peer's
+	 * operation may still touch it.
+	 */
 	if (server) {
-		/* 1: RDMA WRITE of the whole MR, from the client's dma-buf. */
+		/* The client: requester of every operation. */
 		fill(reg, MR_LEN, 1);
 		post(qp, IBV_WR_RDMA_WRITE, IOVA, MR_LEN, mr->lkey, them.iova, them.rkey);
 		expect_wc(cq, "RDMA WRITE of 1 MiB from a dma-buf MR into one", IBV_WC_SUCCESS);
-		sync_step(s, 2);
-		/* 2: RDMA READ of the whole MR into the client's dma-buf. */
+		sync_step(s, 2); /* the server checks, then fills pattern 2 */
+		sync_step(s, 3);
 		fill(reg, MR_LEN, 0);
 		post(qp, IBV_WR_RDMA_READ, IOVA, MR_LEN, mr->lkey, them.iova, them.rkey);
 		expect_wc(cq, "RDMA READ of 1 MiB from a dma-buf MR into one", IBV_WC_SUCCESS);
 		check_range("the read bytes are the server's, byte for byte", reg, MR_LEN, 2);
 		check_range("the bytes before the MR are untouched", b.map, MR_OFF, guard);
-		sync_step(s, 3);
-		/* 3: SEND of 64 KiB into a receive in the server's dma-buf MR. */
 		fill(reg, SEND_LEN, 3);
-		sync_step(s, 4); /* the receive is posted */
+		sync_step(s, 4); /* the server posts its receive */
+		sync_step(s, 5);
 		post(qp, IBV_WR_SEND, IOVA, SEND_LEN, mr->lkey, 0, 0);
 		expect_wc(cq, "SEND of 64 KiB from a dma-buf MR", IBV_WC_SUCCESS);
-		sync_step(s, 5);
-		/* 4: fetch-and-add on the server's MR, at its last aligned word. */
+		fill(reg, PAGE, 0);
+		post(qp, IBV_WR_RDMA_READ, IOVA, PAGE, mr->lkey, LONE_IOVA, them.lone_rkey);
+		expect_wc(cq, "RDMA READ from a dma-buf that only its MR still holds",
+			  IBV_WC_SUCCESS);
+		check_range("its bytes are the ones written before it was let go", reg, PAGE,
+			    LONE_SEED);
+		sync_step(s, 6); /* the server checks the receive, notes the word */
 		post(qp, IBV_WR_ATOMIC_FETCH_AND_ADD, IOVA + 4, 8, mr->lkey, them.iova + MR_LEN - 12,
 		     them.rkey);
-		expect_wc(cq, "fetch-and-add on a dma-buf MR", IBV_WC_SUCCESS);
+		expect_wc(cq, "fetch-and-add on a dma-buf MR, at its last aligned word",
+			  IBV_WC_SUCCESS);
 		{
 			uint64_t old, want;
 
 			memcpy(&old, reg + 4, 8);
-			sync_step(s, 6);
-			xfer(s, NULL, &want, 8);
+			sync_step(s, 7);
+			xfer(s, NULL, &want, 8); /* after the server's snapshot */
 			if (old == want)
 				pass("fetch-and-add returned the value the server held");
 			else
 				fail("fetch-and-add returned the value the server held", "it differs");
 		}
-		/* 5: an RDMA WRITE that runs 8 bytes past the server's MR. */
 		post(qp, IBV_WR_RDMA_WRITE, IOVA, 16, mr->lkey, them.iova + MR_LEN - 8, them.rkey);
 		expect_wc(cq, "an RDMA WRITE 8 bytes past the MR's end fails with a remote access error",
 			  IBV_WC_REM_ACCESS_ERR);
-		sync_step(s, 7);
+		sync_step(s, 8);
 	} else {
-		/* Server side: the client's operations land here. */
+		/* The server: the client's operations land here. */
 		sync_step(s, 2);
 		check_range("the written bytes are the client's, byte for byte", reg, MR_LEN, 1);
 		check_range("the bytes before the MR are untouched", b.map, MR_OFF, guard);
@@ -556,6 +606,7 @@ int main(int argc, char **argv)
 			 BUF_LEN - MR_OFF - MR_LEN, guard, MR_OFF + MR_LEN);
 		fill(reg, MR_LEN, 2);
 		sync_step(s, 3);
+		sync_step(s, 4);
 		{
 			struct ibv_sge sge = { .addr = IOVA + 4096, .length = SEND_LEN, .lkey = mr->lkey };
 			struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 }, *bad;
@@ -564,7 +615,7 @@ int main(int argc, char **argv)
 			memset(reg + 4096, 0, SEND_LEN);
 			if (ibv_post_recv(qp, &wr, &bad))
 				die("post receive");
-			sync_step(s, 4);
+			sync_step(s, 5);
 			if (wait_wc(cq, &wc) || wc.status != IBV_WC_SUCCESS || wc.byte_len != SEND_LEN)
 				fail("a receive in a dma-buf MR takes 64 KiB", "bad or no completion");
 			else
@@ -574,22 +625,20 @@ int main(int argc, char **argv)
 		}
 		{
 			uint64_t before, after;
+			uint8_t tail[16];
 
 			memcpy(&before, reg + MR_LEN - 12, 8);
-			sync_step(s, 5);
 			sync_step(s, 6);
+			sync_step(s, 7); /* the fetch-and-add has completed */
 			memcpy(&after, reg + MR_LEN - 12, 8);
 			if (after == before + 5)
 				pass("the fetch-and-add added 5 in the dma-buf");
 			else
 				fail("the fetch-and-add added 5 in the dma-buf", "it did not");
-			xfer(s, &before, NULL, 8);
-		}
-		{
-			uint8_t tail[16];
-
+			/* Snapshot before the client may send the write past the end. */
 			memcpy(tail, reg + MR_LEN - 8, 16);
-			sync_step(s, 7);
+			xfer(s, &before, NULL, 8);
+			sync_step(s, 8);
 			if (!memcmp(tail, reg + MR_LEN - 8, 16))
 				pass("the refused write changed nothing, in or past the MR");
 			else
@@ -597,6 +646,8 @@ int main(int argc, char **argv)
 		}
 	}
 	ibv_destroy_qp(qp);
+	if (ibv_dereg_mr(lone))
+		fail("deregister the one-page dma-buf MR", strerror(errno));
 	if (ibv_dereg_mr(mr))
 		fail("deregister the dma-buf MR", strerror(errno));
 	else

@@ -2,8 +2,8 @@
 
 //! Memory regions: DMA MRs for kernel consumers, and user MRs whose pages
 //! are pinned through `ib_umem` and kept as a page list for the data path.
-//! A dma-buf MR (`ibv_reg_dmabuf_mr`) keeps the pages of another driver's
-//! buffer the same way, through a kernel mapping of the buffer.
+//! A dma-buf MR (`ibv_reg_dmabuf_mr`) pins another driver's buffer instead
+//! and copies through the exporter's kernel mapping of it.
 //!
 //! Fast-registration MRs (`alloc_mr`) map kernel pages given by
 //! `ib_map_mr_sg` and become usable through `IB_WR_REG_MR`. Memory windows
@@ -146,11 +146,10 @@ pub(crate) fn reg_user(
 /// `ibv_reg_dmabuf_mr`: `args.length` bytes of the dma-buf behind the
 /// caller's descriptor `args.fd`, from byte `args.offset`, at `args.iova`.
 ///
-/// The buffer stays mapped, so its pages stay where they are, until the MR
-/// is deregistered; the exporter cannot move it meanwhile (see
-/// `Documentation/dmabuf.md`). A buffer whose descriptor was not opened
-/// for writing gets no right that writes: `EACCES`, as the process could
-/// not map it writable either.
+/// The buffer stays pinned and mapped until the MR is deregistered; the
+/// exporter cannot move it meanwhile (see `Documentation/dmabuf.md`). A
+/// buffer not exported for writing gets no right that writes: `EACCES`, as
+/// no process could map it writable either.
 pub(crate) fn reg_dmabuf(pd: &Pd<Roxe>, args: &DmaBufMrArgs) -> Result<(RoxeMr, MrInfo)> {
     let access = check_access(args.access)?;
     if access & (access::ON_DEMAND | access::HUGETLB) != 0 {
@@ -159,9 +158,9 @@ pub(crate) fn reg_dmabuf(pd: &Pd<Roxe>, args: &DmaBufMrArgs) -> Result<(RoxeMr, 
     if args.length == 0 || args.length > crate::limits::MAX_MR_SIZE {
         return Err(EINVAL);
     }
-    args.offset.checked_add(args.length - 1).ok_or(EINVAL)?;
+    let end = args.offset.checked_add(args.length).ok_or(EINVAL)?;
     args.iova.checked_add(args.length - 1).ok_or(EINVAL)?;
-    let buf = DmaBuf::map(args.fd)?;
+    let buf = DmaBuf::map(pd.device(), args.fd, end)?;
     if access::needs_writable_pin(access) && !buf.writable() {
         return Err(EACCES);
     }
