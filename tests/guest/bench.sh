@@ -163,7 +163,7 @@ serve() {
 			grace=$((grace + 1))
 			if [ $grace -gt 300 ]; then
 				echo "note: $tag: the server still ran 30 s after its client ended; stopping it"
-				kill "$pid" 2>/dev/null
+				stop_job "$pid"
 			fi
 		fi
 		nap 0.1

@@ -27,6 +27,8 @@ roxe_wait up 180 || fail "the peer never set up"
 
 # listeners: how many CM IDs listen on this guest (`rdma resource`).
 listeners() { rdma resource show cm_id 2>/dev/null | grep -cw LISTEN; }
+# listeners_at_most COUNT: no more listeners than COUNT.
+listeners_at_most() { [ "$(listeners)" -le "$1" ]; }
 # listening_since COUNT PID: more listeners than COUNT, or PID has exited.
 listening_since() { [ "$(listeners)" -gt "$1" ] || ! kill -0 "$2" 2>/dev/null; }
 
@@ -69,7 +71,12 @@ run_pair() {
 			# Until the server exits or the client asks for a new round.
 			wait_for $((limit + 40)) sh -c "! kill -0 $pid || test -e '$ROXE_SHARED/again-$name-$round.2'"
 			if [ -e "$ROXE_SHARED/again-$name-$round.2" ]; then
-				kill "$pid" 2>/dev/null; wait "$pid"
+				# The whole server, and its listeners, gone before the
+				# next round binds the same port (a plain kill once
+				# left it listening, and the next server's bind failed).
+				stop_job "$pid"
+				wait_for 15 listeners_at_most "$before" ||
+					echo "$name: the old server's listeners are still there after 15 s"
 				cp "$ROXE_OUT/$name-server.log" "$ROXE_OUT/$name-server.round$round.log"
 				echo "$name: the client was rejected for no listener in round $round; both start again"
 				continue

@@ -42,6 +42,17 @@ wait_for() {
 	done
 }
 
+# stop_job PID: stop a command started in the background as `func ARGS &`
+# (the `bounded` wrappers) and wait for all of it. $! is then a subshell
+# whose child is timeout and whose grandchild is the command: killing the
+# subshell alone would leave both running, orphaned. timeout passes the
+# TERM on to the command and exits when it has.
+stop_job() {
+	pkill -TERM -P "$1" 2>/dev/null
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
 # Two-guest rendezvous through the shared directory.
 # roxe_signal NAME: tell the peer we reached NAME.
 roxe_signal() { touch "$ROXE_SHARED/$1.$ROXE_ROLE"; }
