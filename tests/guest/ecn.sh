@@ -26,20 +26,30 @@ roxe_signal up
 roxe_wait up 120 || fail "the peer never came up"
 
 c() { cat "$hc/$1"; }
-names="np_ecn_marked_roce_packets np_cnp_sent rp_cnp_handled rp_cnp_ignored req_rx_nak_seq resp_tx_nak_seq rx_drop_icrc"
+names="np_ecn_marked_roce_packets np_cnp_sent rp_cnp_handled rp_cnp_ignored req_rx_nak_seq resp_tx_nak_seq rx_drop_icrc rx_drop_unknown_qp rx_drop_qp_state"
 # snap FILE: the counters above, as NAME VALUE lines.
 snap() { for n in $names; do echo "$n $(c $n)"; done >"$1"; }
 # delta FILE NAME: how far NAME moved since snap FILE.
 delta() { echo $(($(c "$2") - $(awk -v n="$2" '$1 == n {print $2}' "$1"))); }
 
-# took_every_cnp PREFIX SIGNAL FILE SENT (role 1): once role 2 signals
-# SIGNAL, the rp_cnp_* deltas it wrote to FILE must add up to SENT.
+# took_every_cnp PREFIX SIGNAL FILE SENT [late] (role 1): once role 2
+# signals SIGNAL, the rp_cnp_* deltas it wrote to FILE must add up to SENT.
+# With "late", some CNPs may have come after the sender's QP was gone: the
+# time-limited runs (-D) end without waiting for the packets still in the
+# queue, and the receiver answers those with CNPs for a QP that no longer
+# exists (CI saw 9 of 42,472 so). The sender's drops for an unknown QP or
+# one in the wrong state (which late ACKs feed too) must then cover the
+# difference, and no more CNPs than were sent may have been taken.
 took_every_cnp() {
-	local got
+	local got late
 	if roxe_wait "$2" 120; then
 		got=$(awk '$1 == "rp_cnp_handled" || $1 == "rp_cnp_ignored" {s += $2} END {print s + 0}' "$ROXE_SHARED/$3")
-		if [ "$got" = "$4" ]; then pass "${1}the sender took every CNP: $got of $4"; else
-			fail "${1}the sender took $got CNPs of the $4 sent"
+		late=$(awk '$1 == "rx_drop_unknown_qp" || $1 == "rx_drop_qp_state" {s += $2} END {print s + 0}' "$ROXE_SHARED/$3")
+		if [ "$got" = "$4" ]; then pass "${1}the sender took every CNP: $got of $4"
+		elif [ "${5:-}" = late ] && [ "$got" -lt "$4" ] && [ $((got + late)) -ge "$4" ]; then
+			pass "${1}the sender took $got CNPs of $4; the other $(($4 - got)) came after its QP was gone ($late late drops)"
+		else
+			fail "${1}the sender took $got CNPs of the $4 sent ($late dropped for a gone QP or its state)"
 		fi
 	else
 		fail "${1}the sender never counted"
@@ -234,7 +244,7 @@ if [ "$ROXE_ROLE" = 2 ]; then
 	if [ "$dropped" = 0 ] && [ "$marks" -gt 0 ]; then pass "the queue marked $marks packets and dropped none"; else
 		fail "the queue marked $marks packets and dropped $dropped"
 	fi
-	for n in rp_cnp_handled rp_cnp_ignored req_rx_nak_seq; do
+	for n in rp_cnp_handled rp_cnp_ignored req_rx_nak_seq rx_drop_unknown_qp rx_drop_qp_state; do
 		echo "$n $(delta /tmp/ecn-queue $n)"
 	done >"$ROXE_SHARED/ecn-queue-sender"
 	echo "queue, sender: $(tr '\n' ' ' <"$ROXE_SHARED/ecn-queue-sender")"
@@ -248,7 +258,7 @@ else
 	if [ "$sent" -gt 0 ]; then pass "receiver: CNPs for the queue's marks (+$sent for $marked marked)"; else
 		fail "receiver: no CNP for the queue's marks ($marked marked)"
 	fi
-	took_every_cnp "queue: " queue-counted ecn-queue-sender "$sent"
+	took_every_cnp "queue: " queue-counted ecn-queue-sender "$sent" late
 fi
 roxe_signal done-queue
 roxe_wait done-queue 120
