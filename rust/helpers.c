@@ -952,3 +952,24 @@ void roxe_res_driver_end(struct sk_buff *msg, void *table, bool ok)
 	else
 		nla_nest_cancel(msg, table);
 }
+
+/*
+ * XRC SRQs: the domain and number live in a union inside `ext`, which the
+ * Rust side reads through these rather than through bindgen's names for
+ * the anonymous members.
+ */
+struct ib_xrcd *roxe_srq_init_xrcd(const struct ib_srq_init_attr *init)
+{
+	return init->srq_type == IB_SRQT_XRC ? init->ext.xrc.xrcd : NULL;
+}
+
+struct ib_xrcd *roxe_srq_xrcd(const struct ib_srq *srq)
+{
+	return srq->srq_type == IB_SRQT_XRC ? srq->ext.xrc.xrcd : NULL;
+}
+
+void roxe_srq_set_xrc_num(struct ib_srq *srq, u32 num)
+{
+	if (srq->srq_type == IB_SRQT_XRC)
+		srq->ext.xrc.srq_num = num;
+}

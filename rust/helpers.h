@@ -130,5 +130,9 @@ unsigned int *roxe_fail_qp_table(void);
 unsigned int *roxe_fail_cq_init(void);
 unsigned int *roxe_fail_srq_init(void);
 void *roxe_res_driver_begin(struct sk_buff *msg);
+
+struct ib_xrcd *roxe_srq_init_xrcd(const struct ib_srq_init_attr *init);
+struct ib_xrcd *roxe_srq_xrcd(const struct ib_srq *srq);
+void roxe_srq_set_xrc_num(struct ib_srq *srq, u32 num);
 void roxe_res_driver_end(struct sk_buff *msg, void *table, bool ok);
 #endif

@@ -81,6 +81,7 @@ pub(crate) struct OdpCaps {
     pub(crate) rc: u32,
     pub(crate) uc: u32,
     pub(crate) ud: u32,
+    pub(crate) xrc: u32,
 }
 
 /// `IB_ODP_SUPPORT`: ODP MRs over a given range.
@@ -145,6 +146,8 @@ pub(crate) const CAP_RC_RNR_NAK_GEN: u64 =
 /// `IB_DEVICE_MEM_MGT_EXTENSIONS`: fast registration and local invalidate.
 pub(crate) const CAP_MEM_MGT_EXTENSIONS: u64 =
     bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+/// `IB_DEVICE_XRC`: XRC domains, SRQs and QPs.
+pub(crate) const CAP_XRC: u64 = bindings::ib_device_cap_flags_IB_DEVICE_XRC as u64;
 /// `IB_DEVICE_MEM_WINDOW`: memory windows.
 pub(crate) const CAP_MEM_WINDOW: u64 = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW as u64;
 /// `IB_DEVICE_FLUSH_GLOBAL`: FLUSH to global visibility.
@@ -212,6 +215,7 @@ impl DeviceAttr {
         out.odp_caps.per_transport_caps.rc_odp_caps = self.odp.rc;
         out.odp_caps.per_transport_caps.uc_odp_caps = self.odp.uc;
         out.odp_caps.per_transport_caps.ud_odp_caps = self.odp.ud;
+        out.odp_caps.per_transport_caps.xrc_odp_caps = self.odp.xrc;
     }
 }
 

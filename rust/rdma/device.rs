@@ -18,6 +18,7 @@ use super::pd::{Pd, PdOps};
 use super::qp::{Qp, QpOps};
 use super::srq::{Srq, SrqOps};
 use super::sysfs::{Buffer, MAX_ATTRS};
+use super::udata::UData;
 use crate::bindings;
 use crate::net::NetDevice;
 use core::marker::PhantomData;
@@ -95,6 +96,18 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
 
     /// Per-MW state, and its verbs (none: [`NoMw`]).
     type Mw: MwOps<Self>;
+
+    /// Allocates an XRC domain (the core shares it between processes; see
+    /// [`xrcd`](super::xrcd)). A driver that has it offers XRC: XRC SRQs
+    /// and XRC initiator and target QPs.
+    fn alloc_xrcd(_dev: &Device<Self>, _udata: Option<&UData<'_>>) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Releases an XRC domain that nothing uses any more.
+    fn dealloc_xrcd(_dev: &Device<Self>) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Names of the per-port counters the core shows in sysfs
     /// (`ports/N/hw_counters`) and `rdma statistic`.
@@ -209,6 +222,11 @@ impl<T: Driver> Device<T> {
         ops.destroy_srq = Some(Srq::<T>::destroy_cb);
         ops.post_srq_recv = Some(Srq::<T>::post_recv_cb);
         ops.size_ib_srq = size_of::<Srq<T>>();
+        if T::HAS_ALLOC_XRCD {
+            ops.alloc_xrcd = Some(super::xrcd::alloc_cb::<T>);
+            ops.dealloc_xrcd = Some(super::xrcd::dealloc_cb::<T>);
+            ops.size_ib_xrcd = size_of::<bindings::ib_xrcd>();
+        }
         if <T::Mw as MwOps<T>>::HAS_ALLOC {
             ops.alloc_mw = Some(Mw::<T>::alloc_cb);
             ops.dealloc_mw = Some(Mw::<T>::dealloc_cb);

@@ -25,6 +25,7 @@ pub(crate) mod sysfs;
 pub(crate) mod udata;
 pub(crate) mod umem;
 pub(crate) mod upcall;
+pub(crate) mod xrcd;
 
 /// Whether interrupts are disabled on this CPU. Verbs may be called so
 /// (the MAD layer posts under `spin_lock_irqsave`); drivers then must not

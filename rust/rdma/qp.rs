@@ -170,15 +170,35 @@ pub(crate) enum QpType {
     Ud,
     /// The general services QP (QP1), used by the CM over UD.
     Gsi,
+    /// XRC initiator: an RC send queue whose messages name the remote SRQ
+    /// they are for; no receive side.
+    XrcIni,
+    /// XRC target: the responder end of an XRC connection, created by the
+    /// core with no udata, PD, CQs or queues; what it receives goes to an
+    /// SRQ of its XRC domain that each packet names.
+    XrcTgt,
 }
 
 impl QpType {
+    /// Whether the QP is connected to one remote QP (RC, UC, XRC).
+    pub(crate) fn is_connected(self) -> bool {
+        !matches!(self, QpType::Ud | QpType::Gsi)
+    }
+
+    /// Whether the QP's transport is reliable (RC, XRC): acknowledged,
+    /// retried, with reads and atomics.
+    pub(crate) fn is_reliable(self) -> bool {
+        matches!(self, QpType::Rc | QpType::XrcIni | QpType::XrcTgt)
+    }
+
     fn from_raw(t: bindings::ib_qp_type) -> Option<Self> {
         Some(match t {
             bindings::ib_qp_type_IB_QPT_RC => QpType::Rc,
             bindings::ib_qp_type_IB_QPT_UC => QpType::Uc,
             bindings::ib_qp_type_IB_QPT_UD => QpType::Ud,
             bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
+            bindings::ib_qp_type_IB_QPT_XRC_INI => QpType::XrcIni,
+            bindings::ib_qp_type_IB_QPT_XRC_TGT => QpType::XrcTgt,
             _ => return None,
         })
     }
@@ -189,6 +209,8 @@ impl QpType {
             QpType::Uc => bindings::ib_qp_type_IB_QPT_UC,
             QpType::Ud => bindings::ib_qp_type_IB_QPT_UD,
             QpType::Gsi => bindings::ib_qp_type_IB_QPT_GSI,
+            QpType::XrcIni => bindings::ib_qp_type_IB_QPT_XRC_INI,
+            QpType::XrcTgt => bindings::ib_qp_type_IB_QPT_XRC_TGT,
         }
     }
 }
@@ -235,6 +257,8 @@ pub(crate) struct QpInit {
     /// `IB_QP_CREATE_*` flags.
     pub(crate) create_flags: u32,
     pub(crate) port: u32,
+    /// An XRC target QP's domain.
+    pub(crate) xrcd: Option<super::xrcd::XrcdId>,
 }
 
 /// The attribute mask bits of `ib_modify_qp` (`enum ib_qp_attr_mask`).
@@ -380,12 +404,16 @@ impl<T: Driver> NewQp<'_, T> {
         unsafe { !(*self.ib.get()).uobject.is_null() }
     }
 
-    /// Whether the QP has a send CQ and, unless it uses an SRQ, a receive CQ.
-    pub(crate) fn has_cqs(&self, has_srq: bool) -> bool {
+    /// Whether the QP has a send CQ.
+    pub(crate) fn has_send_cq(&self) -> bool {
         // SAFETY: Set by the core before the driver is called.
-        unsafe {
-            !(*self.ib.get()).send_cq.is_null() && (has_srq || !(*self.ib.get()).recv_cq.is_null())
-        }
+        unsafe { !(*self.ib.get()).send_cq.is_null() }
+    }
+
+    /// Whether the QP has a receive CQ.
+    pub(crate) fn has_recv_cq(&self) -> bool {
+        // SAFETY: Set by the core before the driver is called.
+        unsafe { !(*self.ib.get()).recv_cq.is_null() }
     }
 }
 
@@ -663,6 +691,13 @@ impl<T: Driver> Qp<T> {
                 has_srq: !ia.srq.is_null(),
                 create_flags: ia.create_flags,
                 port: ia.port_num,
+                xrcd: if qp_type == QpType::XrcTgt {
+                    // An XRC target QP cannot be made without its domain
+                    // (the core looked it up and holds it).
+                    Some(super::xrcd::XrcdId::from_raw(ia.xrcd).ok_or(EINVAL)?)
+                } else {
+                    None
+                },
             };
             // SAFETY: NULL or the call's valid udata.
             let udata = unsafe { UData::from_raw(udata) };

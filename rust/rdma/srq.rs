@@ -2,8 +2,10 @@
 
 //! Shared receive queues (`struct ib_srq`).
 
+use super::cq::Cq;
 use super::device::{Device, Driver};
 use super::udata::UData;
+use super::xrcd::XrcdId;
 use crate::bindings;
 use core::ptr::addr_of_mut;
 use kernel::error::{code::*, from_result};
@@ -17,11 +19,20 @@ use kernel::types::Opaque;
 #[vtable]
 pub(crate) trait SrqOps<T: Driver>: Send + Sync + Sized {
     /// Creates an SRQ; returns the initialiser and the sizes granted.
+    /// Creates an SRQ; returns the initialiser, the sizes granted and the
+    /// SRQ's number. `xrcd` is the domain of an XRC SRQ (`None`: a basic
+    /// one); an XRC SRQ's number is what senders name it by on the wire.
     fn create(
         dev: &Device<T>,
         attr: &SrqAttr,
+        xrcd: Option<XrcdId>,
         udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<Self, Error>, SrqAttr)>;
+    ) -> Result<(impl PinInit<Self, Error>, SrqAttr, u32)>;
+
+    /// The SRQ is initialised and about to be handed to the core: a driver
+    /// that finds SRQs by number (XRC packets name theirs) takes an
+    /// [`SrqRef`] into its index here, and drops it in `destroy`.
+    fn publish(_srq: &Srq<T>) {}
 
     /// Resizes the SRQ or arms its limit.
     fn modify(srq: &Srq<T>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result;
@@ -29,7 +40,9 @@ pub(crate) trait SrqOps<T: Driver>: Send + Sync + Sized {
     /// Reports the SRQ's sizes and limit.
     fn query(srq: &Srq<T>) -> Result<SrqAttr>;
 
-    /// Called just before an SRQ's state is dropped.
+    /// The SRQ's destruction begins: the driver drops every [`SrqRef`] it
+    /// keeps. The abstraction then waits for the ones in use elsewhere
+    /// before it drops the state.
     fn destroy(srq: &Srq<T>);
 
     /// A kernel consumer posts a receive to an SRQ.
@@ -77,12 +90,21 @@ pub(crate) struct SrqModify {
 ///
 /// `ib` is a live `ib_srq` of a device of `T`; `data` and `upcalls` are
 /// initialised between create and destroy.
+///
+/// `users` counts the live [`SrqRef`]s; `destroy_cb` waits for it to reach
+/// zero before it drops `data`.
 #[repr(C)]
 pub(crate) struct Srq<T: Driver> {
     ib: Opaque<bindings::ib_srq>,
     data: T::Srq,
     upcalls: super::upcall::Upcalls,
+    users: core::sync::atomic::AtomicU32,
 }
+
+// SAFETY: The C part is written only before the SRQ is handed to the core
+// (`create_cb`) or by the core under its own locks; what the driver shares
+// is `T::Srq`, which is `Sync`, and atomics.
+unsafe impl<T: Driver> Sync for Srq<T> {}
 
 /// [`Upcalls`](super::upcall::Upcalls) bits of an SRQ:
 /// `IB_EVENT_SRQ_LIMIT_REACHED` is due.
@@ -99,6 +121,56 @@ impl<T: Driver> Srq<T> {
         // SAFETY: Set by the core before the driver is called; the device
         // outlives its SRQs.
         unsafe { Device::from_raw((*self.ib.get()).device) }
+    }
+
+    /// The id of the SRQ's PD (see [`Pd::id`]): for an XRC SRQ, the PD that
+    /// remote accesses through XRC target QPs are checked against.
+    ///
+    /// [`Pd::id`]: super::pd::Pd::id
+    pub(crate) fn pd_id(&self) -> usize {
+        // SAFETY: Set by the core before the driver is called; the PD
+        // outlives the SRQ. Only the address is taken.
+        unsafe { (*self.ib.get()).pd as usize }
+    }
+
+    /// The XRC domain of an XRC SRQ; `None` for a basic one.
+    pub(crate) fn xrcd(&self) -> Option<XrcdId> {
+        // SAFETY: `srq_type` and the domain are set by the core before the
+        // driver is called and never change; the helper reads the union
+        // member only for an XRC SRQ.
+        XrcdId::from_raw(unsafe { bindings::roxe_srq_xrcd(self.ib.get()) })
+    }
+
+    /// The CQ every receive completion of an XRC SRQ goes to, whichever
+    /// QP the message came through; `None` for a basic SRQ.
+    pub(crate) fn xrc_cq(&self) -> Option<&Cq<T>> {
+        self.xrcd()?;
+        // SAFETY: For an XRC SRQ the core set `ext.cq` before the driver
+        // was called and holds a use count on the CQ until the SRQ is
+        // destroyed; it is a CQ of this device.
+        unsafe {
+            (*self.ib.get())
+                .ext
+                .cq
+                .as_ref()
+                .map(|c| &*(c as *const bindings::ib_cq).cast::<Cq<T>>())
+        }
+    }
+
+    /// A counted reference to this SRQ, which the driver may keep in its
+    /// index of SRQs by number: while it lives, the SRQ is not freed.
+    pub(crate) fn new_ref(&self) -> SrqRef<T> {
+        self.users
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        SrqRef(core::ptr::NonNull::from(self))
+    }
+
+    /// Waits until no [`SrqRef`] to this SRQ is left. Sleeps.
+    fn wait_unused(&self) {
+        while self.users.load(core::sync::atomic::Ordering::Acquire) != 0 {
+            // SAFETY: `destroy_cb` runs in process context.
+            unsafe { bindings::msleep(1) };
+        }
     }
 
     /// Reports `IB_EVENT_SRQ_LIMIT_REACHED`. The event handler runs from a
@@ -150,15 +222,23 @@ impl<T: Driver> Srq<T> {
         from_result(|| {
             // SAFETY: The core passes valid attributes.
             let ia = unsafe { &mut *init };
-            if ia.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
-                return Err(super::errno::eopnotsupp());
-            }
+            let xrcd = match ia.srq_type {
+                bindings::ib_srq_type_IB_SRQT_BASIC => None,
+                bindings::ib_srq_type_IB_SRQT_XRC if T::HAS_ALLOC_XRCD => {
+                    // SAFETY: The core passes valid attributes; for an XRC
+                    // SRQ it checked the domain and holds it.
+                    let x = XrcdId::from_raw(unsafe { bindings::roxe_srq_init_xrcd(ia) });
+                    Some(x.ok_or(EINVAL)?)
+                }
+                _ => return Err(super::errno::eopnotsupp()),
+            };
             let attr = SrqAttr::from_raw(&ia.attr);
             // SAFETY: NULL or the call's valid udata.
             let udata = unsafe { UData::from_raw(udata) };
             // SAFETY: Set by the core before the call.
             let dev = unsafe { Device::<T>::from_raw((*srq).device) };
-            let (data, granted) = <T::Srq as SrqOps<T>>::create(dev, &attr, udata.as_ref())?;
+            let (data, granted, num) =
+                <T::Srq as SrqOps<T>>::create(dev, &attr, xrcd, udata.as_ref())?;
             let this = srq.cast::<Self>();
             // SAFETY: Room for `data` (`size_ib_srq`); pinned by the core.
             unsafe { data.__pinned_init(addr_of_mut!((*this).data))? };
@@ -166,7 +246,15 @@ impl<T: Driver> Srq<T> {
             // the SRQ is returned to the core; `destroy_cb` cancels the work
             // before the memory goes.
             unsafe { super::upcall::Upcalls::init(addr_of_mut!((*this).upcalls), Self::upcall_cb) };
+            // SAFETY: The field is ours and nothing refers to the SRQ yet.
+            unsafe { addr_of_mut!((*this).users).write(core::sync::atomic::AtomicU32::new(0)) };
+            // SAFETY: The SRQ is not visible to anyone yet; the helper
+            // writes the number only into an XRC SRQ's union member.
+            unsafe { bindings::roxe_srq_set_xrc_num(srq, num) };
             granted.write_to(&mut ia.attr);
+            // SAFETY: Initialised just above; the core keeps the memory
+            // until `destroy_cb`, which waits for every reference.
+            <T::Srq as SrqOps<T>>::publish(unsafe { &*this });
             Ok(0)
         })
     }
@@ -256,11 +344,57 @@ impl<T: Driver> Srq<T> {
         // core checks its use count).
         let srq_ref = unsafe { &*this };
         <T::Srq as SrqOps<T>>::destroy(srq_ref);
+        // A packet that found the SRQ by number before the driver let go
+        // of it finishes first.
+        srq_ref.wait_unused();
         // No QP takes from the SRQ any more: an event still due is dropped,
         // one running is waited for.
         srq_ref.upcalls.cancel_sync();
         // SAFETY: As above.
         unsafe { core::ptr::drop_in_place(addr_of_mut!((*this).data)) };
         0
+    }
+}
+
+/// A counted reference to an SRQ ([`Srq::new_ref`]), as [`QpRef`] is to a
+/// QP: the driver keeps these in its index of SRQs by number, for XRC
+/// packets, which name their SRQ. The SRQ's destruction waits until none
+/// is left.
+///
+/// [`QpRef`]: super::qp::QpRef
+///
+/// # Invariants
+///
+/// The pointer is a live, initialised `Srq<T>` whose `users` counts this
+/// reference: `destroy_cb` does not drop the state or return (letting the
+/// core free the memory) while `users` is above zero.
+pub(crate) struct SrqRef<T: Driver>(core::ptr::NonNull<Srq<T>>);
+
+// SAFETY: `Srq<T>` is `Sync` and the count is atomic, so a reference may
+// be used and dropped on any thread.
+unsafe impl<T: Driver> Send for SrqRef<T> {}
+// SAFETY: As above.
+unsafe impl<T: Driver> Sync for SrqRef<T> {}
+
+impl<T: Driver> core::ops::Deref for SrqRef<T> {
+    type Target = Srq<T>;
+
+    fn deref(&self) -> &Srq<T> {
+        // SAFETY: By the type invariant the SRQ is live while this exists.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl<T: Driver> Clone for SrqRef<T> {
+    fn clone(&self) -> Self {
+        self.new_ref()
+    }
+}
+
+impl<T: Driver> Drop for SrqRef<T> {
+    fn drop(&mut self) {
+        // Pairs with `wait_unused`'s acquire.
+        self.users
+            .fetch_sub(1, core::sync::atomic::Ordering::Release);
     }
 }

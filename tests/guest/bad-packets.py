@@ -81,9 +81,15 @@ HEADER_LEN = {
     0x26: 28, 0x27: 12, 0x28: 12, 0x29: 16, 0x2a: 28, 0x2b: 32,
     0x64: 20, 0x65: 24,
 }
+# XRC (0xa0 on): RC's operations, each request with a 4-byte XRCETH after
+# the BTH; responses as RC's. No XRC FLUSH or ATOMIC WRITE.
+HEADER_LEN.update({
+    0xa0 + op: n + (0 if 0x0d <= op <= 0x12 else 4)
+    for op, n in HEADER_LEN.items() if op <= 0x17
+})
 # Opcodes whose packets end right after their headers: RDMA READ request,
 # ACKNOWLEDGE, ATOMIC ACKNOWLEDGE, CmpSwap, FetchAdd, FLUSH.
-NO_PAYLOAD = {0x0c, 0x11, 0x12, 0x13, 0x14, 0x1c}
+NO_PAYLOAD = {0x0c, 0x11, 0x12, 0x13, 0x14, 0x1c, 0xac, 0xb1, 0xb2, 0xb3, 0xb4}
 
 RC_SEND_ONLY = 0x04
 RC_RDMA_WRITE_ONLY = 0x0a

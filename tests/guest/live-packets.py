@@ -124,6 +124,11 @@ READ_RESPONSE_ONLY = 0x10
 ACKNOWLEDGE = 0x11
 CNP = 0x81
 ATOMIC_ACKNOWLEDGE = 0x12
+# XRC: RC's operations at 0xa0 on; every request carries an XRCETH (the
+# target SRQ's number) after the BTH.
+XRC_SEND_FIRST, XRC_SEND_LAST, XRC_SEND_ONLY = 0xa0, 0xa2, 0xa4
+XRC_WRITE_ONLY = 0xaa
+XRC_ACKNOWLEDGE = 0xb1
 # AETH syndromes: NAK invalid request, NAK remote access error.
 NAK_INVALID, NAK_ACCESS = 0x61, 0x62
 ETH_P_ALL = 0x0003
@@ -161,10 +166,14 @@ class Wire:
         self.rx.setblocking(False)
         self.counters = bp.Counters(dev, port)
 
-    def send(self, qpn, opcode, psn, ext=b"", payload=b"", src=None, dst=None):
-        """One packet from the peer (or `src`) to the device (or `dst`)."""
+    def send(self, qpn, opcode, psn, ext=b"", payload=b"", src=None, dst=None, ackreq=False):
+        """One packet from the peer (or `src`) to the device (or `dst`),
+        with the BTH's AckReq bit if `ackreq`."""
         pad = -len(payload) % 4
-        roce = bp.bth(opcode, qpn, psn=psn, pad=pad) + ext + payload + bytes(pad)
+        head = bytearray(bp.bth(opcode, qpn, psn=psn, pad=pad))
+        if ackreq:
+            head[8] |= 0x80
+        roce = bytes(head) + ext + payload + bytes(pad)
         self.tx.sendto(self.pk.make(roce, src=src, dst=dst), (dst or self.ip, 0))
 
     def drain(self, until=None):
@@ -197,7 +206,8 @@ class Wire:
             psn = struct.unpack("!I", roce[8:12])[0] & 0xffffff
             if qpn != PEER_QPN:
                 continue
-            syndrome = roce[12] if opcode == ACKNOWLEDGE and len(roce) >= 16 else None
+            syndrome = (roce[12] if opcode in (ACKNOWLEDGE, XRC_ACKNOWLEDGE) and len(roce) >= 16
+                        else None)
             out.append((opcode, psn, syndrome))
         return out
 
@@ -1084,6 +1094,136 @@ def inject_multicast(ip, src_qpn):
     return send_as_nobody((ip, sport), (GROUP, bp.ROCE_PORT), payload, multicast_if=ip)
 
 
+def xrceth(srqn):
+    return struct.pack("!I", srqn & 0xffffff)
+
+
+def xrc(v, w, check):
+    """Issue 17: an XRC target QP takes a request only for an XRC SRQ of its
+    own XRC domain, every packet of a SEND naming the SRQ the SEND began
+    with; RDMA goes through the SRQ's PD. Anything else is dropped as
+    rx_drop_xrc_srq (or NAKed as a bad rkey), with nothing consumed or
+    written."""
+    import tempfile
+    from pyverbs.qp import QPInitAttrEx
+    from pyverbs.srq import SRQ, SrqInitAttrEx
+    from pyverbs.xrcd import XRCD, XRCDInitAttr
+    files, xrcds, srqs = [], [], []
+    for _ in range(2):
+        f = tempfile.NamedTemporaryFile()
+        fd = os.open(f.name, os.O_RDONLY)
+        files.append((f, fd))
+        xrcds.append(XRCD(v.ctx, XRCDInitAttr(e.IBV_XRCD_INIT_ATTR_FD | e.IBV_XRCD_INIT_ATTR_OFLAGS,
+                                              os.O_CREAT, fd)))
+    cq = CQ(v.ctx, 16)
+    for x in xrcds:
+        a = SrqInitAttrEx(max_wr=8, max_sge=1)
+        a.srq_type = e.IBV_SRQT_XRC
+        a.pd = v.pd
+        a.xrcd = x
+        a.cq = cq
+        a.comp_mask = (e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD | e.IBV_SRQ_INIT_ATTR_CQ |
+                       e.IBV_SRQ_INIT_ATTR_XRCD)
+        srqs.append(SRQ(v.ctx, a))
+    mine, foreign = srqs
+    mine_n, foreign_n = mine.get_srq_num(), foreign.get_srq_num()
+    buf = MR(v.pd, 4 * 4096, LW | RW)
+    buf.write(bytes(4 * 4096), 4 * 4096, 0)
+    # Two receives in each SRQ: the foreign ones at offsets 2 and 3.
+    for i, srq in enumerate((mine, mine, foreign, foreign)):
+        srq.post_recv(RecvWR(wr_id=i + 1, num_sge=1, sg=[SGE(buf.buf + 4096 * i, 4096, buf.lkey)]))
+    tgt = QP(v.ctx, QPInitAttrEx(qp_type=e.IBV_QPT_XRC_RECV, comp_mask=e.IBV_QP_INIT_ATTR_XRCD,
+                                 xrcd=xrcds[0]))
+    a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+    a.pkey_index = 0
+    a.qp_access_flags = LW | RW
+    tgt.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+    a = QPAttr(qp_state=e.IBV_QPS_RTR, port_num=1, path_mtu=e.IBV_MTU_1024)
+    a.dest_qp_num = PEER_QPN
+    a.rq_psn = PSN
+    a.max_dest_rd_atomic = 1
+    a.min_rnr_timer = 1
+    a.ah_attr = AHAttr(port_num=1, is_global=1,
+                       gr=GlobalRoute(dgid=v.peer_gid, sgid_index=v.gid_index))
+    tgt.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
+               e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
+    q = tgt.qp_num
+    w.drain()
+
+    def region(i):
+        return buf.read(4096, 4096 * i)
+
+    def quiet(what, before):
+        got = w.drain()
+        late = completions(cq, 1, timeout=1.0)
+        check(counted(w, before, "rx_drop_xrc_srq") == 1 and not got and not late
+              and all(region(i) == bytes(4096) for i in range(4)),
+              f"{what}: dropped, rx_drop_xrc_srq +1, no answer, no completion, memory untouched "
+              f"(answers {got}, completions {late})")
+
+    # An in-window SEND naming the other domain's SRQ, and one naming an SRQ
+    # number nothing has.
+    before = w.counters.read()
+    w.send(q, XRC_SEND_ONLY, PSN, xrceth(foreign_n), b"F" * 64)
+    quiet(f"XRC SEND Only to SRQ {foreign_n} of another XRC domain", before)
+    before = w.counters.read()
+    w.send(q, XRC_SEND_ONLY, PSN, xrceth(0xfff00), b"F" * 64)
+    quiet("XRC SEND Only to an SRQ number that does not exist", before)
+
+    # The same SEND to this domain's SRQ lands, completes to the SRQ's CQ
+    # with the target QP's number, and is acknowledged with an XRC ACK.
+    w.send(q, XRC_SEND_ONLY, PSN, xrceth(mine_n), b"M" * 64, ackreq=True)
+    got = completions(cq, 1)
+    acks = [p for p in w.drain(until=lambda o: any(x[0] == XRC_ACKNOWLEDGE for x in o))
+            if p[0] == XRC_ACKNOWLEDGE and p[2] is not None and p[2] < 0x20]
+    check(got == [(1, e.IBV_WC_SUCCESS, 64)] and region(0)[:64] == b"M" * 64,
+          f"XRC SEND Only to its own domain's SRQ lands in that SRQ's receive ({got})")
+    check(bool(acks), f"... and is acknowledged with an XRC ACKNOWLEDGE ({acks})")
+
+    # A SEND that begins at this domain's SRQ cannot go on at another's.
+    psn = PSN + 1
+    w.send(q, XRC_SEND_FIRST, psn, xrceth(mine_n), b"1" * MTU)
+    before = w.counters.read()
+    w.send(q, XRC_SEND_LAST, psn + 1, xrceth(foreign_n), b"2" * 8)
+    w.drain()
+    check(counted(w, before, "rx_drop_xrc_srq") == 1 and not completions(cq, 1, timeout=0.5)
+          and region(2) == bytes(4096) and region(3) == bytes(4096),
+          "XRC SEND Last naming another domain's SRQ inside a SEND begun at this one: dropped, "
+          "rx_drop_xrc_srq +1")
+    w.send(q, XRC_SEND_LAST, psn + 1, xrceth(mine_n), b"2" * 8)
+    got = completions(cq, 1)
+    check(got == [(2, e.IBV_WC_SUCCESS, MTU + 8)] and region(1)[:MTU + 8] == b"1" * MTU + b"2" * 8,
+          f"... and the SEND goes on when its Last names the SRQ it began at ({got})")
+
+    # RDMA WRITE through the target QP is checked against the SRQ's PD: an
+    # rkey of its PD grants, one of another PD in the same process is NAKed.
+    psn += 2
+    other_pd = PD(v.ctx)
+    granted = MR(v.pd, 4096, LW | RW)
+    granted.write(bytes(4096), 4096, 0)
+    elsewhere = MR(other_pd, 4096, LW | RW)
+    elsewhere.write(bytes(4096), 4096, 0)
+    w.send(q, XRC_WRITE_ONLY, psn, xrceth(mine_n) + bp.reth(granted.buf, granted.rkey, 16), b"W" * 16)
+    w.drain()
+    check(granted.read(16, 0) == b"W" * 16, "XRC RDMA WRITE with an rkey of the SRQ's PD lands")
+    before = w.counters.read()
+    w.send(q, XRC_WRITE_ONLY, psn + 1,
+           xrceth(mine_n) + bp.reth(elsewhere.buf, elsewhere.rkey, 16), b"X" * 16)
+    got = w.drain()
+    nak = [p for p in got if p[0] == XRC_ACKNOWLEDGE and p[2] == NAK_ACCESS]
+    check(bool(nak) and counted(w, before, "rx_drop_key") == 1 and elsewhere.read(16, 0) == bytes(16),
+          f"XRC RDMA WRITE with an rkey of another PD: NAK remote access, rx_drop_key +1, "
+          f"memory untouched ({got})")
+    # The QP went to ERR with that NAK: the receive left in this domain's
+    # SRQ stays (an SRQ's receives belong to no QP), and nothing else moved.
+    check(not completions(cq, 1, timeout=0.5), "no completion on the SRQs' CQ after the NAK")
+    for o in (tgt, granted, elsewhere, other_pd, *srqs, *xrcds, cq, buf):
+        o.close()
+    for f, fd in files:
+        os.close(fd)
+        f.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dev", default="roxe0")
@@ -1097,7 +1237,8 @@ def main():
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
     for part in (addresses, duplicate_reads, atomic_replays, stale_naks, requester_acks,
-                 retry_timer, blocked_wqe, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast):
+                 retry_timer, blocked_wqe, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast,
+                 xrc):
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run

@@ -14,7 +14,9 @@
 //! address handles, queue pairs and shared receive queues whose work
 //! requests go straight into user-mapped rings ([`wq`], [`qp`]; sends ring a
 //! doorbell, receives need no system call; sends also through the
-//! `ibv_wr_*` interface), and memory windows, bound through the send ring.
+//! `ibv_wr_*` interface), memory windows, bound through the send ring, and
+//! XRC (domains, XRC SRQs, XRC send QPs, whose WQEs name the remote SRQ,
+//! and ringless XRC receive QPs, created or opened).
 //! Every other verb is left NULL, so libibverbs' own dummy answers
 //! `EOPNOTSUPP`.
 //!

@@ -19,6 +19,12 @@
 //!
 //! Memory-window binds travel as send WQEs too: [`bind_fields`] checks one
 //! and gives the fields `roxe_uapi` defines for it.
+//!
+//! XRC: an XRC send QP is an RC send queue whose WQEs each carry the number
+//! of the remote XRC SRQ that receives them (in `SendWqe::remote_qpn`,
+//! [`xrc_wqe`]); an XRC receive QP has no rings at all ([`rings`]). The
+//! checks of `ibv_create_srq_ex` and `ibv_open_qp` are here as well
+//! ([`check_srq_init_attr`], [`check_open_attr`]).
 
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
@@ -37,10 +43,13 @@ pub const RECV_WQE_HEADER: usize = size_of::<RecvWqe>();
 pub const SGE_SIZE: usize = size_of::<Sge>();
 
 /// The `ibv_qp_init_attr_ex.comp_mask` bits roxe accepts: the PD (which a
-/// QP must have), creation flags as long as none is set, and the send ops
-/// of the `ibv_wr_*` interface.
-pub const SUPPORTED_INIT_ATTR_MASK: u32 =
-    ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_CREATE_FLAGS | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS;
+/// QP other than an XRC receive QP must have), the XRC domain (which an XRC
+/// receive QP must have), creation flags as long as none is set, and the
+/// send ops of the `ibv_wr_*` interface.
+pub const SUPPORTED_INIT_ATTR_MASK: u32 = ibv::QP_INIT_ATTR_PD
+    | ibv::QP_INIT_ATTR_XRCD
+    | ibv::QP_INIT_ATTR_CREATE_FLAGS
+    | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS;
 
 /// The `ibv_wr_*` builders an RC QP offers: every operation but TSO (an
 /// Ethernet-only feature).
@@ -69,13 +78,20 @@ pub const UC_SEND_OPS: u64 = ibv::QP_EX_WITH_RDMA_WRITE
 /// The `ibv_wr_*` builders a UD QP offers: sends.
 pub const UD_SEND_OPS: u64 = ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_SEND_WITH_IMM;
 
+/// The `ibv_wr_*` builders an XRC send QP offers: those of RC but atomic
+/// write, which roxe's XRC transport does not carry.
+pub const XRC_SEND_OPS: u64 = RC_SEND_OPS & !ibv::QP_EX_WITH_ATOMIC_WRITE;
+
 /// Checks the fields of an `ibv_qp_init_attr_ex` that roxe interprets.
 ///
-/// Fails with `EOPNOTSUPP` for QP types other than RC, UC and UD, for
-/// `comp_mask` bits roxe does not support (XRC domains, TSO, RSS, ...), for
-/// any creation flag, and with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` for a
-/// `send_ops_flags` bit that is not in [`RC_SEND_OPS`], [`UC_SEND_OPS`] or
-/// [`UD_SEND_OPS`] for the QP's type; with `EINVAL` if no PD is given.
+/// Fails with `EOPNOTSUPP` for QP types other than RC, UC, UD, XRC send and
+/// XRC receive, for `comp_mask` bits roxe does not support (TSO, RSS, ...),
+/// for any creation flag, with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` for a
+/// `send_ops_flags` bit that is not in [`RC_SEND_OPS`], [`UC_SEND_OPS`],
+/// [`UD_SEND_OPS`] or [`XRC_SEND_OPS`] for the QP's type, and for an XRC
+/// receive QP, which has no send queue, with the bit at all. Fails with
+/// `EINVAL` if an XRC receive QP names no XRC domain, or another QP no PD
+/// or an XRC domain (which only XRC receive QPs belong to).
 pub fn check_init_attr(
     qp_type: u32,
     comp_mask: u32,
@@ -89,28 +105,127 @@ pub fn check_init_attr(
         return Err(Errno::EOPNOTSUPP);
     }
     let send_ops = match qp_type {
-        ibv::QPT_RC => RC_SEND_OPS,
-        ibv::QPT_UC => UC_SEND_OPS,
-        ibv::QPT_UD => UD_SEND_OPS,
+        ibv::QPT_RC => Some(RC_SEND_OPS),
+        ibv::QPT_UC => Some(UC_SEND_OPS),
+        ibv::QPT_UD => Some(UD_SEND_OPS),
+        ibv::QPT_XRC_SEND => Some(XRC_SEND_OPS),
+        ibv::QPT_XRC_RECV => None,
         _ => return Err(Errno::EOPNOTSUPP),
     };
-    if comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0 && send_ops_flags & !send_ops != 0 {
+    if comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0
+        && send_ops.is_none_or(|ops| send_ops_flags & !ops != 0)
+    {
         return Err(Errno::EOPNOTSUPP);
     }
-    if comp_mask & ibv::QP_INIT_ATTR_PD == 0 {
+    // An XRC receive QP belongs to its domain, not to a PD (libibverbs
+    // sends no PD for it); every other QP belongs to a PD.
+    let (needs, refuses) = match qp_type {
+        ibv::QPT_XRC_RECV => (ibv::QP_INIT_ATTR_XRCD, 0),
+        _ => (ibv::QP_INIT_ATTR_PD, ibv::QP_INIT_ATTR_XRCD),
+    };
+    if comp_mask & needs == 0 || comp_mask & refuses != 0 {
         return Err(Errno::EINVAL);
     }
     Ok(())
 }
 
-/// Whether the kernel's create response has a receive ring exactly when
-/// the QP has no SRQ. Fails with `EPROTO` if not.
-pub fn check_rq_presence(rq: &RingInfo, has_srq: bool) -> Result<bool, Errno> {
-    let has_rq = rq.num_slots != 0;
-    if has_rq == has_srq {
+/// Which rings a QP has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rings {
+    /// A send ring.
+    pub send: bool,
+    /// A receive ring of its own.
+    pub recv: bool,
+}
+
+/// The rings a new QP of `qp_type` gets from the kernel.
+///
+/// An XRC receive QP has none: the kernel creates it without driver data
+/// (so there is no driver response to read), and what it receives goes
+/// into the XRC SRQs of its domain. Every other QP has a send ring, and a
+/// receive ring unless it has an SRQ or is an XRC send QP, which receives
+/// nothing.
+pub fn rings(qp_type: u32, has_srq: bool) -> Rings {
+    match qp_type {
+        ibv::QPT_XRC_RECV => Rings {
+            send: false,
+            recv: false,
+        },
+        ibv::QPT_XRC_SEND => Rings {
+            send: true,
+            recv: false,
+        },
+        _ => Rings {
+            send: true,
+            recv: !has_srq,
+        },
+    }
+}
+
+/// Checks that the kernel's create response has a receive ring exactly
+/// when the QP should have one (`wanted`, [`Rings::recv`]). Fails with
+/// `EPROTO` if not.
+pub fn check_rq_presence(rq: &RingInfo, wanted: bool) -> Result<(), Errno> {
+    if (rq.num_slots != 0) != wanted {
         return Err(Errno::EPROTO);
     }
-    Ok(has_rq)
+    Ok(())
+}
+
+/// The `ibv_srq_init_attr_ex.comp_mask` bits roxe accepts.
+pub const SUPPORTED_SRQ_INIT_ATTR_MASK: u32 = ibv::SRQ_INIT_ATTR_TYPE
+    | ibv::SRQ_INIT_ATTR_PD
+    | ibv::SRQ_INIT_ATTR_XRCD
+    | ibv::SRQ_INIT_ATTR_CQ;
+
+/// Checks the fields of an `ibv_srq_init_attr_ex` that roxe interprets,
+/// and returns the SRQ's type (`IBV_SRQT_BASIC` without
+/// `IBV_SRQ_INIT_ATTR_TYPE`).
+///
+/// Basic and XRC SRQs are supported. Fails with `EOPNOTSUPP` for a tag
+/// matching SRQ and for `comp_mask` bits roxe does not support (tag
+/// matching, unknown bits); with `EINVAL` for an unknown type, without a
+/// PD, and for an XRC SRQ without an XRC domain or a CQ. The XRC domain
+/// and the CQ of a basic SRQ are not looked at, as libibverbs does not
+/// send them.
+pub fn check_srq_init_attr(comp_mask: u32, srq_type: u32) -> Result<u32, Errno> {
+    if comp_mask & !SUPPORTED_SRQ_INIT_ATTR_MASK != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let srq_type = match comp_mask & ibv::SRQ_INIT_ATTR_TYPE {
+        0 => ibv::SRQT_BASIC,
+        _ => srq_type,
+    };
+    let needs = match srq_type {
+        ibv::SRQT_BASIC => ibv::SRQ_INIT_ATTR_PD,
+        ibv::SRQT_XRC => ibv::SRQ_INIT_ATTR_PD | ibv::SRQ_INIT_ATTR_XRCD | ibv::SRQ_INIT_ATTR_CQ,
+        ibv::SRQT_TM => return Err(Errno::EOPNOTSUPP),
+        _ => return Err(Errno::EINVAL),
+    };
+    if comp_mask & needs != needs {
+        return Err(Errno::EINVAL);
+    }
+    Ok(srq_type)
+}
+
+/// The `ibv_qp_open_attr.comp_mask` bits `ibv_open_qp` needs.
+pub const REQUIRED_OPEN_ATTR_MASK: u32 =
+    ibv::QP_OPEN_ATTR_NUM | ibv::QP_OPEN_ATTR_XRCD | ibv::QP_OPEN_ATTR_TYPE;
+
+/// Checks an `ibv_qp_open_attr`: the QP number, XRC domain and type must
+/// be given (`EINVAL`), the type must be XRC receive, the only shareable
+/// QP (`EINVAL`), and no unknown `comp_mask` bit may be set
+/// (`EOPNOTSUPP`).
+pub fn check_open_attr(comp_mask: u32, qp_type: u32) -> Result<(), Errno> {
+    if comp_mask & !(REQUIRED_OPEN_ATTR_MASK | ibv::QP_OPEN_ATTR_CONTEXT) != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if comp_mask & REQUIRED_OPEN_ATTR_MASK != REQUIRED_OPEN_ATTR_MASK
+        || qp_type != ibv::QPT_XRC_RECV
+    {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
 }
 
 /// Whether send work requests may be posted to a QP in `state`
@@ -166,13 +281,15 @@ pub enum WrPart {
 /// a QP of `qp_type`, as in libibverbs' `ibv_cmd_post_send`.
 ///
 /// Memory-window binds read `bind_mw` (see [`bind_fields`]); they fail
-/// with `EINVAL` on QPs other than RC and UC, which cannot bind. Other
-/// opcodes are passed on unchecked; the kernel's doorbell completes one it
-/// does not accept with an error and moves the QP to ERR.
+/// with `EINVAL` on QPs other than RC, UC and XRC send, which cannot bind.
+/// An XRC send QP reads the other members as RC does. Other opcodes
+/// (among them atomic write and flush on an XRC send QP) are passed on
+/// unchecked; the kernel's doorbell completes one it does not accept with
+/// an error and moves the QP to ERR.
 pub fn wr_part(qp_type: u32, opcode: u32) -> Result<WrPart, Errno> {
     if opcode == ibv::WR_BIND_MW {
         return match qp_type {
-            ibv::QPT_RC | ibv::QPT_UC => Ok(WrPart::Bind),
+            ibv::QPT_RC | ibv::QPT_UC | ibv::QPT_XRC_SEND => Ok(WrPart::Bind),
             _ => Err(Errno::EINVAL),
         };
     }
@@ -390,6 +507,47 @@ pub fn send_wqe(
     w
 }
 
+/// The send WQE `w` as an XRC send QP posts it: with the number of the
+/// remote XRC SRQ that is to receive it, `srqn`, in
+/// `SendWqe::remote_qpn`. The kernel checks the number.
+pub fn xrc_wqe(w: SendWqe, srqn: u32) -> SendWqe {
+    SendWqe {
+        remote_qpn: srqn,
+        ..w
+    }
+}
+
+/// What a work request of the `ibv_wr_*` interface must name besides its
+/// operation's fields, by QP type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// Nothing: RC and UC QPs send to their connected peer.
+    Connected,
+    /// A UD address, through `ibv_wr_set_ud_addr`.
+    Ud,
+    /// A remote XRC SRQ, through `ibv_wr_set_xrc_srqn`, unless the
+    /// operation is local (a local invalidate or a bind).
+    XrcSrq,
+}
+
+impl Dest {
+    /// The destination work requests of a QP of `qp_type` name.
+    pub fn of(qp_type: u32) -> Self {
+        match qp_type {
+            ibv::QPT_UD => Self::Ud,
+            ibv::QPT_XRC_SEND => Self::XrcSrq,
+            _ => Self::Connected,
+        }
+    }
+
+    /// Whether a work request with `opcode` must name this destination
+    /// (the "QP" setters of the `ibv_wr_post` man page): all but local
+    /// invalidates and binds, which do not leave the node.
+    fn needed_by(self, opcode: u32) -> bool {
+        self != Self::Connected && !matches!(opcode, ibv::WR_LOCAL_INV | ibv::WR_BIND_MW)
+    }
+}
+
 /// A slot being filled: bounds-checked writes of native-endian fields.
 struct SlotWriter<'a> {
     buf: &'a mut [u8],
@@ -510,8 +668,8 @@ struct WrBuilder {
     pending: Option<Pending>,
     /// The first error since `wr_start`; the batch fails with it.
     error: Option<Errno>,
-    /// Whether the QP is UD: its work requests need `ibv_wr_set_ud_addr`.
-    ud: bool,
+    /// What the QP's work requests must name besides their operation.
+    dest: Dest,
     /// The pending work request's SGEs, with [`Payload::Sges`].
     sges: Vec<ibv::Sge>,
     /// The pending work request's inline bytes, with [`Payload::Inline`].
@@ -525,8 +683,9 @@ struct Pending {
     wqe: SendWqe,
     /// Where its data is.
     payload: Payload,
-    /// Whether `ibv_wr_set_ud_addr` gave it a destination.
-    has_ud_addr: bool,
+    /// Whether `ibv_wr_set_ud_addr` or `ibv_wr_set_xrc_srqn` gave it a
+    /// destination.
+    has_dest: bool,
 }
 
 /// The data of a pending work request.
@@ -638,17 +797,18 @@ impl<M: WqMemory> SendQueue<M> {
         &self.ring
     }
 
-    /// Offers the `ibv_wr_*` interface on this queue, for a UD QP if `ud`:
-    /// allocates room for the SGEs and inline bytes of one work request.
+    /// Offers the `ibv_wr_*` interface on this queue, for a QP whose work
+    /// requests name `dest`: allocates room for the SGEs and inline bytes
+    /// of one work request.
     ///
     /// Fails with `ENOMEM`.
-    pub fn enable_wr(&mut self, ud: bool) -> Result<(), Errno> {
+    pub fn enable_wr(&mut self, dest: Dest) -> Result<(), Errno> {
         let sges = usize::try_from(self.max_sge).map_err(|_| Errno::ENOMEM)?;
         let bytes = usize::try_from(self.max_inline).map_err(|_| Errno::ENOMEM)?;
         let mut b = WrBuilder {
             pending: None,
             error: None,
-            ud,
+            dest,
             sges: Vec::new(),
             inline: Vec::new(),
         };
@@ -681,7 +841,7 @@ impl<M: WqMemory> SendQueue<M> {
                 b.pending = Some(Pending {
                     wqe,
                     payload: Payload::None,
-                    has_ud_addr: false,
+                    has_dest: false,
                 });
             }
             Err(err) => {
@@ -719,7 +879,7 @@ impl<M: WqMemory> SendQueue<M> {
         let Some(b) = self.wr_target() else {
             return;
         };
-        if !b.ud {
+        if b.dest != Dest::Ud {
             b.error = Some(Errno::EINVAL);
             return;
         }
@@ -727,7 +887,24 @@ impl<M: WqMemory> SendQueue<M> {
             p.wqe.ah_num = ah_num;
             p.wqe.remote_qpn = remote_qpn;
             p.wqe.remote_qkey = remote_qkey;
-            p.has_ud_addr = true;
+            p.has_dest = true;
+        }
+    }
+
+    /// `ibv_wr_set_xrc_srqn`: the remote XRC SRQ of the pending work
+    /// request, as [`xrc_wqe`] places it. Fails the batch with `EINVAL` on
+    /// a QP that is not an XRC send QP.
+    pub fn wr_set_xrc_srqn(&mut self, srqn: u32) {
+        let Some(b) = self.wr_target() else {
+            return;
+        };
+        if b.dest != Dest::XrcSrq {
+            b.error = Some(Errno::EINVAL);
+            return;
+        }
+        if let Some(p) = b.pending.as_mut() {
+            p.wqe = xrc_wqe(p.wqe, srqn);
+            p.has_dest = true;
         }
     }
 
@@ -800,8 +977,9 @@ impl<M: WqMemory> SendQueue<M> {
 
     /// Writes the pending work request into the ring (not published),
     /// unless the batch has failed; fails the batch if that does not work:
-    /// `EINVAL` for a UD work request without a destination, and as
-    /// [`Producer::push`] fails (`ENOMEM` for a full ring).
+    /// `EINVAL` for a UD or XRC work request without the destination
+    /// [`Dest`] asks for, and as [`Producer::push`] fails (`ENOMEM` for a
+    /// full ring).
     fn wr_flush(&mut self) {
         let Some(b) = self.wr.as_mut() else {
             return;
@@ -812,7 +990,7 @@ impl<M: WqMemory> SendQueue<M> {
         if b.error.is_some() {
             return;
         }
-        if b.ud && !p.has_ud_addr {
+        if b.dest.needed_by(p.wqe.opcode) && !p.has_dest {
             b.error = Some(Errno::EINVAL);
             return;
         }
@@ -1040,8 +1218,8 @@ mod tests {
                 Ok(())
             );
         }
-        // XRC, raw packet and driver QPs.
-        for t in [9, 10, 8, 0xff, 0, 5] {
+        // Raw packet, driver and unknown QPs.
+        for t in [8, 0xff, 0, 5, 11] {
             assert_eq!(
                 check_init_attr(t, pd, 0, 0),
                 Err(Errno::EOPNOTSUPP),
@@ -1049,7 +1227,6 @@ mod tests {
             );
         }
         for bit in [
-            ibv::QP_INIT_ATTR_XRCD,
             ibv::QP_INIT_ATTR_MAX_TSO_HEADER,
             ibv::QP_INIT_ATTR_IND_TABLE,
             ibv::QP_INIT_ATTR_RX_HASH,
@@ -1075,12 +1252,141 @@ mod tests {
     }
 
     #[test]
+    fn xrc_qps_need_their_own_attributes() {
+        let (pd, xrcd) = (ibv::QP_INIT_ATTR_PD, ibv::QP_INIT_ATTR_XRCD);
+        let flags = ibv::QP_INIT_ATTR_CREATE_FLAGS;
+        // An XRC send QP is created like an RC QP, with a PD.
+        assert_eq!(check_init_attr(ibv::QPT_XRC_SEND, pd, 0, 0), Ok(()));
+        assert_eq!(check_init_attr(ibv::QPT_XRC_SEND, pd | flags, 0, 0), Ok(()));
+        assert_eq!(
+            check_init_attr(ibv::QPT_XRC_SEND, 0, 0, 0),
+            Err(Errno::EINVAL)
+        );
+        // An XRC receive QP needs its domain; a PD does not matter.
+        assert_eq!(check_init_attr(ibv::QPT_XRC_RECV, xrcd, 0, 0), Ok(()));
+        assert_eq!(check_init_attr(ibv::QPT_XRC_RECV, xrcd | pd, 0, 0), Ok(()));
+        assert_eq!(
+            check_init_attr(ibv::QPT_XRC_RECV, pd, 0, 0),
+            Err(Errno::EINVAL)
+        );
+        // Only XRC receive QPs belong to a domain.
+        for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD, ibv::QPT_XRC_SEND] {
+            assert_eq!(
+                check_init_attr(t, pd | xrcd, 0, 0),
+                Err(Errno::EINVAL),
+                "type {t}"
+            );
+        }
+        // No send queue, so no `ibv_wr_*` interface, even with no ops.
+        let ops = ibv::QP_INIT_ATTR_SEND_OPS_FLAGS;
+        assert_eq!(
+            check_init_attr(ibv::QPT_XRC_RECV, xrcd | ops, 0, 0),
+            Err(Errno::EOPNOTSUPP)
+        );
+        // What stays unsupported does so for XRC too.
+        assert_eq!(
+            check_init_attr(ibv::QPT_XRC_SEND, pd | flags, 1, 0),
+            Err(Errno::EOPNOTSUPP)
+        );
+        assert_eq!(
+            check_init_attr(ibv::QPT_XRC_RECV, xrcd | ibv::QP_INIT_ATTR_RX_HASH, 0, 0),
+            Err(Errno::EOPNOTSUPP)
+        );
+    }
+
+    #[test]
+    fn rings_follow_the_qp_type() {
+        let both = Rings {
+            send: true,
+            recv: true,
+        };
+        let send_only = Rings {
+            send: true,
+            recv: false,
+        };
+        for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD] {
+            assert_eq!(rings(t, false), both);
+            assert_eq!(rings(t, true), send_only);
+        }
+        assert_eq!(rings(ibv::QPT_XRC_SEND, false), send_only);
+        let none = Rings {
+            send: false,
+            recv: false,
+        };
+        assert_eq!(rings(ibv::QPT_XRC_RECV, false), none);
+        assert_eq!(rings(ibv::QPT_XRC_RECV, true), none);
+    }
+
+    #[test]
+    fn srq_init_attr_checks() {
+        let (ty, pd, xrcd, cq) = (
+            ibv::SRQ_INIT_ATTR_TYPE,
+            ibv::SRQ_INIT_ATTR_PD,
+            ibv::SRQ_INIT_ATTR_XRCD,
+            ibv::SRQ_INIT_ATTR_CQ,
+        );
+        let xrc = ty | pd | xrcd | cq;
+        // Basic SRQs, with or without the type bit; the domain and CQ are
+        // not a basic SRQ's business.
+        assert_eq!(check_srq_init_attr(pd, 7), Ok(ibv::SRQT_BASIC));
+        assert_eq!(check_srq_init_attr(ty | pd, 0), Ok(ibv::SRQT_BASIC));
+        assert_eq!(check_srq_init_attr(pd | cq | xrcd, 1), Ok(ibv::SRQT_BASIC));
+        assert_eq!(check_srq_init_attr(ty, 0), Err(Errno::EINVAL));
+        // XRC SRQs need a PD, a domain and a CQ.
+        assert_eq!(check_srq_init_attr(xrc, ibv::SRQT_XRC), Ok(ibv::SRQT_XRC));
+        for missing in [pd, xrcd, cq] {
+            assert_eq!(
+                check_srq_init_attr(xrc & !missing, ibv::SRQT_XRC),
+                Err(Errno::EINVAL),
+                "without {missing:#x}"
+            );
+        }
+        // Tag matching is not offered; unknown types are invalid.
+        assert_eq!(
+            check_srq_init_attr(xrc, ibv::SRQT_TM),
+            Err(Errno::EOPNOTSUPP)
+        );
+        assert_eq!(
+            check_srq_init_attr(xrc | ibv::SRQ_INIT_ATTR_TM, ibv::SRQT_XRC),
+            Err(Errno::EOPNOTSUPP)
+        );
+        assert_eq!(check_srq_init_attr(xrc | 1 << 5, 1), Err(Errno::EOPNOTSUPP));
+        assert_eq!(check_srq_init_attr(xrc, 3), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn open_attr_checks() {
+        let all = REQUIRED_OPEN_ATTR_MASK;
+        assert_eq!(check_open_attr(all, ibv::QPT_XRC_RECV), Ok(()));
+        let ctx = ibv::QP_OPEN_ATTR_CONTEXT;
+        assert_eq!(check_open_attr(all | ctx, ibv::QPT_XRC_RECV), Ok(()));
+        for missing in [
+            ibv::QP_OPEN_ATTR_NUM,
+            ibv::QP_OPEN_ATTR_XRCD,
+            ibv::QP_OPEN_ATTR_TYPE,
+        ] {
+            assert_eq!(
+                check_open_attr(all & !missing, ibv::QPT_XRC_RECV),
+                Err(Errno::EINVAL)
+            );
+        }
+        for t in [ibv::QPT_RC, ibv::QPT_XRC_SEND] {
+            assert_eq!(check_open_attr(all, t), Err(Errno::EINVAL));
+        }
+        assert_eq!(
+            check_open_attr(all | 1 << 4, ibv::QPT_XRC_RECV),
+            Err(Errno::EOPNOTSUPP)
+        );
+    }
+
+    #[test]
     fn send_ops_depend_on_the_qp_type() {
         let mask = ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS;
         let ok = |t, ops| check_init_attr(t, mask, 0, ops) == Ok(());
         // Every single op, on each type: what rdma-core's rxe offers,
         // without TSO.
-        let offered: Vec<(u32, Vec<u32>)> = [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD]
+        let types = [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD, ibv::QPT_XRC_SEND];
+        let offered: Vec<(u32, Vec<u32>)> = types
             .into_iter()
             .map(|t| (t, (0..64).filter(|&b| ok(t, 1u64 << b)).collect()))
             .collect();
@@ -1090,6 +1396,8 @@ mod tests {
                 (ibv::QPT_RC, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12]),
                 (ibv::QPT_UC, vec![0, 1, 2, 3, 8, 9]),
                 (ibv::QPT_UD, vec![2, 3]),
+                // RC's, but atomic write.
+                (ibv::QPT_XRC_SEND, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
             ]
         );
         // All at once, none, and one too many.
@@ -1105,7 +1413,7 @@ mod tests {
             Ok(())
         );
         // The type is checked first.
-        assert_eq!(check_init_attr(9, mask, 0, 0), Err(Errno::EOPNOTSUPP));
+        assert_eq!(check_init_attr(8, mask, 0, 0), Err(Errno::EOPNOTSUPP));
     }
 
     #[test]
@@ -1115,10 +1423,14 @@ mod tests {
             ..RingInfo::default()
         };
         let none = RingInfo::default();
-        assert_eq!(check_rq_presence(&ring, false), Ok(true));
-        assert_eq!(check_rq_presence(&none, true), Ok(false));
-        assert_eq!(check_rq_presence(&none, false), Err(Errno::EPROTO));
-        assert_eq!(check_rq_presence(&ring, true), Err(Errno::EPROTO));
+        assert_eq!(check_rq_presence(&ring, true), Ok(()));
+        assert_eq!(check_rq_presence(&none, false), Ok(()));
+        assert_eq!(check_rq_presence(&none, true), Err(Errno::EPROTO));
+        assert_eq!(check_rq_presence(&ring, false), Err(Errno::EPROTO));
+        // An XRC send QP gets no receive ring, SRQ or not.
+        let xrc = rings(ibv::QPT_XRC_SEND, false).recv;
+        assert_eq!(check_rq_presence(&none, xrc), Ok(()));
+        assert_eq!(check_rq_presence(&ring, xrc), Err(Errno::EPROTO));
     }
 
     #[test]
@@ -1166,7 +1478,42 @@ mod tests {
         assert_eq!(rc(ibv::WR_BIND_MW), Ok(Bind));
         assert_eq!(wr_part(ibv::QPT_UC, ibv::WR_BIND_MW), Ok(Bind));
         assert_eq!(wr_part(ibv::QPT_UD, ibv::WR_BIND_MW), Err(Errno::EINVAL));
-        assert_eq!(wr_part(9, ibv::WR_BIND_MW), Err(Errno::EINVAL));
+        assert_eq!(
+            wr_part(ibv::QPT_XRC_RECV, ibv::WR_BIND_MW),
+            Err(Errno::EINVAL)
+        );
+        // An XRC send QP reads the union as RC does, binds included; atomic
+        // write (15) and flush (14, rdma-core 45) are the kernel's to
+        // refuse, as unknown opcodes are on RC.
+        let xrc = |op| wr_part(ibv::QPT_XRC_SEND, op);
+        for op in 0..16 {
+            assert_eq!(xrc(op), rc(op), "opcode {op}");
+        }
+        assert_eq!(xrc(ibv::WR_BIND_MW), Ok(Bind));
+    }
+
+    #[test]
+    fn an_xrc_wqe_carries_the_srq_number() {
+        let rdma = WrFields::Rdma {
+            remote_addr: 0xfeed_0000,
+            rkey: 0x77,
+        };
+        let w = send_wqe(1, ibv::WR_RDMA_WRITE, ibv::SEND_SIGNALED, 0, rdma);
+        let x = xrc_wqe(w, 0x00ab_cdef);
+        assert_eq!(
+            x,
+            SendWqe {
+                remote_qpn: 0x00ab_cdef,
+                ..w
+            }
+        );
+        // It lands where the kernel reads it.
+        let mut sq = send_queue(2);
+        sq.push(x, &[sge(1, 8)], no_copy).expect("room");
+        let slot = sq.ring().memory().slot(0);
+        assert_eq!(u32_at(slot, 60), 0x00ab_cdef);
+        assert_eq!((u32_at(slot, 28), u64_at(slot, 32)), (0x77, 0xfeed_0000));
+        assert_eq!((u32_at(slot, 56), u32_at(slot, 64)), (0, 0), "no UD fields");
     }
 
     #[test]
@@ -1586,9 +1933,9 @@ mod tests {
     }
 
     /// A send queue as [`send_queue`], with the `ibv_wr_*` interface.
-    fn wr_queue(num_slots: u32, ud: bool) -> SendQueue<FakeWq> {
+    fn wr_queue(num_slots: u32, dest: Dest) -> SendQueue<FakeWq> {
         let mut sq = send_queue(num_slots);
-        sq.enable_wr(ud).expect("room for one work request");
+        sq.enable_wr(dest).expect("room for one work request");
         sq
     }
 
@@ -1612,7 +1959,7 @@ mod tests {
 
     #[test]
     fn a_batch_lands_in_the_ring_and_publishes_once() {
-        let mut sq = wr_queue(4, false);
+        let mut sq = wr_queue(4, Dest::Connected);
         sq.wr_start();
         let send = send_wqe(1, ibv::WR_SEND, ibv::SEND_SIGNALED, 0, WrFields::None);
         sq.wr_build(Ok(send));
@@ -1653,7 +2000,7 @@ mod tests {
 
     #[test]
     fn setters_apply_to_the_last_builder_in_any_order() {
-        let mut sq = wr_queue(4, true);
+        let mut sq = wr_queue(4, Dest::Ud);
         sq.wr_start();
         let wqe = send_wqe(5, ibv::WR_SEND_WITH_IMM, 0, 0xabcd, WrFields::None);
         sq.wr_build(Ok(wqe));
@@ -1691,7 +2038,7 @@ mod tests {
 
     #[test]
     fn inline_data_is_copied_at_once() {
-        let mut sq = wr_queue(4, false);
+        let mut sq = wr_queue(4, Dest::Connected);
         sq.wr_start();
         // `IBV_SEND_INLINE` in `wr_flags` does not matter: the setter does.
         let wqe = send_wqe(3, ibv::WR_SEND, ibv::SEND_INLINE, 0, WrFields::None);
@@ -1723,7 +2070,7 @@ mod tests {
     #[test]
     fn a_failed_batch_publishes_nothing() {
         let fails = |f: &dyn Fn(&mut SendQueue<FakeWq>)| {
-            let mut sq = wr_queue(4, false);
+            let mut sq = wr_queue(4, Dest::Connected);
             sq.wr_start();
             sq.wr_build(Ok(send_wqe(1, ibv::WR_SEND, 0, 0, WrFields::None)));
             sq.wr_set_sge(sge(1, 8));
@@ -1765,7 +2112,7 @@ mod tests {
 
     #[test]
     fn setters_need_a_builder() {
-        let mut sq = wr_queue(4, false);
+        let mut sq = wr_queue(4, Dest::Connected);
         sq.wr_start();
         sq.wr_set_sge(sge(1, 8));
         assert_eq!(sq.wr_complete(), Err(Errno::EINVAL));
@@ -1779,7 +2126,7 @@ mod tests {
 
     #[test]
     fn ud_work_requests_need_a_destination() {
-        let mut sq = wr_queue(4, true);
+        let mut sq = wr_queue(4, Dest::Ud);
         sq.wr_start();
         sq.wr_build(Ok(send_wqe(1, ibv::WR_SEND, 0, 0, WrFields::None)));
         sq.wr_set_sge(sge(1, 8));
@@ -1788,8 +2135,65 @@ mod tests {
     }
 
     #[test]
+    fn xrc_work_requests_need_an_srq() {
+        let send = |id| send_wqe(id, ibv::WR_SEND, 0, 0, WrFields::None);
+        let mut sq = wr_queue(4, Dest::XrcSrq);
+        sq.wr_start();
+        sq.wr_build(Ok(send(1)));
+        sq.wr_set_xrc_srqn(0x12);
+        sq.wr_set_sge(sge(1, 8));
+        // Setters apply in any order.
+        sq.wr_build(Ok(send(2)));
+        sq.wr_set_sge(sge(2, 8));
+        sq.wr_set_xrc_srqn(0x34);
+        // Local operations need no SRQ.
+        sq.wr_build(Ok(send_wqe(3, ibv::WR_LOCAL_INV, 0, 0x99, WrFields::None)));
+        assert_eq!(sq.wr_complete(), Ok(true));
+        let m = sq.ring().memory();
+        let srqns: Vec<u32> = (0..3).map(|i| decode_send(m.slot(i)).remote_qpn).collect();
+        assert_eq!(srqns, [0x12, 0x34, 0]);
+        // A send without one fails the batch.
+        sq.wr_start();
+        sq.wr_build(Ok(send(4)));
+        sq.wr_set_xrc_srqn(0x56);
+        sq.wr_build(Ok(send(5)));
+        assert_eq!(sq.wr_complete(), Err(Errno::EINVAL));
+        assert_eq!(*sq.ring().memory().producer_stores.borrow(), [3]);
+        // No UD address on an XRC QP, and no SRQ on an RC or UD QP.
+        sq.wr_start();
+        sq.wr_build(Ok(send(6)));
+        sq.wr_set_xrc_srqn(0x56);
+        sq.wr_set_ud(1, 2, 3);
+        assert_eq!(sq.wr_complete(), Err(Errno::EINVAL));
+        for dest in [Dest::Connected, Dest::Ud] {
+            let mut sq = wr_queue(4, dest);
+            sq.wr_start();
+            sq.wr_build(Ok(send(7)));
+            sq.wr_set_ud(1, 2, 3);
+            sq.wr_set_xrc_srqn(0x56);
+            assert_eq!(sq.wr_complete(), Err(Errno::EINVAL), "{dest:?}");
+            assert!(sq.ring().memory().writes.is_empty());
+        }
+    }
+
+    #[test]
+    fn destinations_follow_the_qp_type() {
+        assert_eq!(Dest::of(ibv::QPT_RC), Dest::Connected);
+        assert_eq!(Dest::of(ibv::QPT_UC), Dest::Connected);
+        assert_eq!(Dest::of(ibv::QPT_UD), Dest::Ud);
+        assert_eq!(Dest::of(ibv::QPT_XRC_SEND), Dest::XrcSrq);
+        let needs = |d: Dest, op| d.needed_by(op);
+        assert!(!needs(Dest::Connected, ibv::WR_SEND));
+        assert!(needs(Dest::Ud, ibv::WR_SEND));
+        assert!(needs(Dest::XrcSrq, ibv::WR_RDMA_READ));
+        assert!(needs(Dest::XrcSrq, ibv::WR_ATOMIC_CMP_AND_SWP));
+        assert!(!needs(Dest::XrcSrq, ibv::WR_LOCAL_INV));
+        assert!(!needs(Dest::XrcSrq, ibv::WR_BIND_MW));
+    }
+
+    #[test]
     fn a_full_ring_fails_the_batch() {
-        let mut sq = wr_queue(2, false);
+        let mut sq = wr_queue(2, Dest::Connected);
         sq.wr_start();
         for id in 0..3 {
             sq.wr_build(Ok(send_wqe(id, ibv::WR_SEND, 0, 0, WrFields::None)));
@@ -1806,7 +2210,7 @@ mod tests {
 
     #[test]
     fn abort_drops_the_batch() {
-        let mut sq = wr_queue(4, false);
+        let mut sq = wr_queue(4, Dest::Connected);
         sq.wr_start();
         sq.wr_build(Ok(send_wqe(1, ibv::WR_SEND, 0, 0, WrFields::None)));
         sq.wr_build(Ok(send_wqe(2, ibv::WR_SEND, 0, 0, WrFields::None)));
@@ -1832,7 +2236,7 @@ mod tests {
 
     #[test]
     fn a_bind_builder_needs_no_data() {
-        let mut sq = wr_queue(4, false);
+        let mut sq = wr_queue(4, Dest::Connected);
         sq.wr_start();
         let fields = bind_fields(BindVia::WorkRequest, &bind(ibv::MW_TYPE_2));
         let wqe = fields.map(|f| send_wqe(7, ibv::WR_BIND_MW, ibv::SEND_SIGNALED, 0, f));

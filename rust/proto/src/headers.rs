@@ -286,6 +286,33 @@ impl Deth {
     }
 }
 
+/// The XRC Extended Transport Header, 4 bytes: a reserved byte, then the
+/// 24-bit number of the shared receive queue an XRC request is for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Xrceth {
+    /// The XRC SRQ number, 24 bits.
+    pub srqn: u32,
+}
+
+impl Xrceth {
+    /// Wire length.
+    pub const LEN: usize = 4;
+
+    /// Reads an XRCETH; the reserved byte is ignored.
+    pub const fn from_bytes(b: &[u8; Self::LEN]) -> Xrceth {
+        Xrceth {
+            srqn: u32::from_be_bytes([0, b[1], b[2], b[3]]),
+        }
+    }
+
+    /// Writes the XRCETH with the reserved byte zero; the SRQ number is
+    /// truncated to 24 bits.
+    pub const fn to_bytes(self) -> [u8; Self::LEN] {
+        let s = self.srqn.to_be_bytes();
+        [0, s[1], s[2], s[3]]
+    }
+}
+
 /// Immediate data, 4 bytes.
 ///
 /// The value is the four wire bytes read big-endian. The verbs carry
@@ -373,6 +400,8 @@ impl Feth {
 pub struct Ext {
     /// Datagram ETH (UD).
     pub deth: Option<Deth>,
+    /// XRC ETH (XRC requests).
+    pub xrceth: Option<Xrceth>,
     /// FLUSH ETH.
     pub feth: Option<Feth>,
     /// RDMA ETH.
@@ -395,6 +424,9 @@ impl Ext {
         let mut s = ExtHeaders::NONE;
         if self.deth.is_some() {
             s = s.union(ExtHeaders::DETH);
+        }
+        if self.xrceth.is_some() {
+            s = s.union(ExtHeaders::XRCETH);
         }
         if self.feth.is_some() {
             s = s.union(ExtHeaders::FETH);
@@ -506,6 +538,7 @@ fn ext_at<const N: usize>(hdrs: &[u8], set: ExtHeaders, h: ExtHeaders) -> Option
 fn decode_ext(hdrs: &[u8], set: ExtHeaders) -> Ext {
     Ext {
         deth: ext_at(hdrs, set, ExtHeaders::DETH).map(Deth::from_bytes),
+        xrceth: ext_at(hdrs, set, ExtHeaders::XRCETH).map(Xrceth::from_bytes),
         feth: ext_at(hdrs, set, ExtHeaders::FETH).map(Feth::from_bytes),
         reth: ext_at(hdrs, set, ExtHeaders::RETH).map(Reth::from_bytes),
         atomic_eth: ext_at(hdrs, set, ExtHeaders::ATOMIC_ETH).map(AtomicEth::from_bytes),
@@ -532,7 +565,7 @@ pub fn parse(buf: &[u8]) -> Result<Packet<'_>, ParseError> {
     }
     let hdr_len = opcode.header_len();
     let pad = usize::from(bth.pad);
-    // OVERFLOW: header_len is at most 40 and pad at most 3.
+    // OVERFLOW: header_len is at most 44 and pad at most 3.
     let fixed = hdr_len + pad + icrc::LEN;
     let payload_len = buf.len().checked_sub(fixed).ok_or(ParseError::Truncated)?;
     if !opcode.has_payload() && (payload_len != 0 || pad != 0) {
@@ -616,6 +649,12 @@ pub fn encode_headers(bth: &Bth, ext: &Ext, out: &mut [u8]) -> Result<usize, Enc
     }
     put(out, 0, bth.to_bytes())?;
     put_ext(out, set, ExtHeaders::DETH, ext.deth.map(|h| h.to_bytes()))?;
+    put_ext(
+        out,
+        set,
+        ExtHeaders::XRCETH,
+        ext.xrceth.map(|h| h.to_bytes()),
+    )?;
     put_ext(out, set, ExtHeaders::FETH, ext.feth.map(|h| h.to_bytes()))?;
     put_ext(out, set, ExtHeaders::RETH, ext.reth.map(|h| h.to_bytes()))?;
     put_ext(
@@ -802,6 +841,7 @@ mod tests {
                 qkey: 0x8001_0000,
                 src_qpn: 1,
             }),
+            xrceth: Some(Xrceth { srqn: 0x12_3456 }),
             feth: Some(Feth {
                 selectivity: 1,
                 placement_type: 1,
@@ -830,6 +870,7 @@ mod tests {
     fn restrict(e: &Ext, set: ExtHeaders) -> Ext {
         Ext {
             deth: e.deth.filter(|_| set.contains(ExtHeaders::DETH)),
+            xrceth: e.xrceth.filter(|_| set.contains(ExtHeaders::XRCETH)),
             feth: e.feth.filter(|_| set.contains(ExtHeaders::FETH)),
             reth: e.reth.filter(|_| set.contains(ExtHeaders::RETH)),
             atomic_eth: e
@@ -860,6 +901,114 @@ mod tests {
         assert_eq!(p.ext.reth.unwrap().dma_len, 5);
         assert_eq!(p.ext.immdt, Some(ImmDt(5)));
         assert_eq!(p.ext.aeth, None);
+    }
+
+    /// An XRC request of `opcode` for SRQ `srqn`, with `payload`, encoded
+    /// and parsed back.
+    fn xrc_round_trip(opcode: Opcode, srqn: u32, payload: &[u8]) -> ([u8; 256], usize) {
+        let mut bth = Bth::new(opcode, DEFAULT_PKEY, 0x11, Psn::new(0x22));
+        bth.pad = pad_len(payload.len());
+        let mut ext = restrict(&full_ext(), opcode.ext_headers());
+        ext.xrceth = Some(Xrceth { srqn });
+        let mut out = [0u8; 256];
+        let n = encode_packet(&bth, &ext, payload, &mut out).unwrap();
+        let p = parse(&out[..n]).unwrap();
+        assert_eq!(
+            (p.opcode, p.bth, p.ext, p.payload),
+            (opcode, bth, ext, payload)
+        );
+        (out, n)
+    }
+
+    #[test]
+    fn xrc_send_carries_its_srqn() {
+        let (b, n) = xrc_round_trip(Opcode::XrcSendOnly, 0xab_cdef, b"hi");
+        // 16 bytes of headers, 2 of payload, 2 of pad, 4 of ICRC.
+        assert_eq!(n, 24);
+        assert_eq!(b[0], 0xa4);
+        assert_eq!(&b[12..16], &[0, 0xab, 0xcd, 0xef]);
+        assert_eq!(&b[16..18], b"hi");
+        assert_eq!(parse(&b[..n]).unwrap().ext.xrceth.unwrap().srqn, 0xab_cdef);
+    }
+
+    #[test]
+    fn xrc_write_first_has_xrceth_then_reth() {
+        let (b, n) = xrc_round_trip(Opcode::XrcRdmaWriteFirst, 0x00_0102, b"abcd");
+        assert_eq!(n, 32 + 4 + 4);
+        assert_eq!(b[0], 0xa6);
+        assert_eq!(&b[12..16], &[0, 0, 1, 2]);
+        assert_eq!(&b[16..24], &0x1000u64.to_be_bytes()); // RETH va
+        assert_eq!(&b[28..32], &[0, 0, 0, 5]); // RETH DMA length
+        assert_eq!(&b[32..36], b"abcd");
+        let p = parse(&b[..n]).unwrap();
+        assert_eq!(p.ext.xrceth, Some(Xrceth { srqn: 0x102 }));
+        assert_eq!(p.ext.reth.unwrap().rkey, 0x55);
+    }
+
+    #[test]
+    fn xrceth_reserved_byte_and_width() {
+        // The reserved byte is ignored on receive and sent as zero.
+        let (mut b, n) = xrc_round_trip(Opcode::XrcSendOnlyImm, 7, b"");
+        b[12] = 0xff;
+        let p = parse(&b[..n]).unwrap();
+        assert_eq!(p.ext.xrceth, Some(Xrceth { srqn: 7 }));
+        let mut out = [0u8; 64];
+        let m = encode_packet(&p.bth, &p.ext, p.payload, &mut out).unwrap();
+        assert_eq!(m, n);
+        assert_eq!(&out[12..16], &[0, 0, 0, 7]);
+        assert_eq!(
+            Xrceth::from_bytes(&[0xa5, 1, 2, 3]),
+            Xrceth { srqn: 0x01_0203 }
+        );
+        // The SRQ number is cut to 24 bits.
+        assert_eq!(
+            Xrceth { srqn: 0xffab_cdef }.to_bytes(),
+            [0, 0xab, 0xcd, 0xef]
+        );
+        let (b, n) = xrc_round_trip(Opcode::XrcSendOnly, 0xab_cdef, b"");
+        let mut bth = Bth::from_bytes(b[..12].try_into().unwrap());
+        bth.pad = 0;
+        let ext = Ext {
+            xrceth: Some(Xrceth { srqn: 0xffab_cdef }),
+            ..Ext::default()
+        };
+        let m = encode_packet(&bth, &ext, b"", &mut out).unwrap();
+        assert_eq!(out[..m], b[..n]);
+    }
+
+    #[test]
+    fn xrc_requests_need_the_xrceth_and_responses_refuse_it() {
+        let mut out = [0u8; 64];
+        let send = Bth::new(Opcode::XrcSendOnly, DEFAULT_PKEY, 1, Psn::ZERO);
+        assert_eq!(
+            encode_headers(&send, &Ext::default(), &mut out),
+            Err(EncodeError::HeaderMismatch)
+        );
+        let xrc = Ext {
+            xrceth: Some(Xrceth { srqn: 1 }),
+            ..Ext::default()
+        };
+        assert_eq!(encode_headers(&send, &xrc, &mut out), Ok(16));
+        // An RC SEND has no XRCETH.
+        let rc = Bth::new(Opcode::RcSendOnly, DEFAULT_PKEY, 1, Psn::ZERO);
+        assert_eq!(
+            encode_headers(&rc, &xrc, &mut out),
+            Err(EncodeError::HeaderMismatch)
+        );
+        let ack = Bth::new(Opcode::XrcAcknowledge, DEFAULT_PKEY, 1, Psn::ZERO);
+        let aeth = Ext {
+            aeth: Some(Aeth::default()),
+            ..Ext::default()
+        };
+        assert_eq!(encode_headers(&ack, &aeth, &mut out), Ok(16));
+        let both = Ext {
+            xrceth: Some(Xrceth { srqn: 1 }),
+            ..aeth
+        };
+        assert_eq!(
+            encode_headers(&ack, &both, &mut out),
+            Err(EncodeError::HeaderMismatch)
+        );
     }
 
     #[test]
@@ -1004,12 +1153,14 @@ mod tests {
     }
 
     prop_compose! {
-        fn any_ext()(deth in (any::<u32>(), 0u32..=QPN_MASK), feth in (0u8..4, 0u8..16),
+        fn any_ext()(deth in (any::<u32>(), 0u32..=QPN_MASK), srqn in 0u32..=0xff_ffff,
+                     feth in (0u8..4, 0u8..16),
                      reth in any::<(u64, u32, u32)>(), atomic in any::<(u64, u32, u64, u64)>(),
                      aeth in (any::<u8>(), 0u32..=0xff_ffff), orig in any::<u64>(),
                      imm in any::<u32>(), inv in any::<u32>()) -> Ext {
             Ext {
                 deth: Some(Deth { qkey: deth.0, src_qpn: deth.1 }),
+                xrceth: Some(Xrceth { srqn }),
                 feth: Some(Feth { selectivity: feth.0, placement_type: feth.1 }),
                 reth: Some(Reth { va: reth.0, rkey: reth.1, dma_len: reth.2 }),
                 atomic_eth: Some(AtomicEth {
@@ -1045,6 +1196,7 @@ mod tests {
         fn headers_round_trip(e in any_ext()) {
             let rt = |h: Ext| Ext {
                 deth: h.deth.map(|x| Deth::from_bytes(&x.to_bytes())),
+                xrceth: h.xrceth.map(|x| Xrceth::from_bytes(&x.to_bytes())),
                 feth: h.feth.map(|x| Feth::from_bytes(&x.to_bytes())),
                 reth: h.reth.map(|x| Reth::from_bytes(&x.to_bytes())),
                 atomic_eth: h.atomic_eth.map(|x| AtomicEth::from_bytes(&x.to_bytes())),

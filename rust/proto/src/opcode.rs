@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! BTH opcodes (IBTA vol 1, chapter 9) for the RC, UC and UD
-//! transports, and what each one implies about the packet.
+//! BTH opcodes (IBTA vol 1, chapter 9, and the XRC annex) for the RC, UC,
+//! UD and XRC transports, and what each one implies about the packet.
 //!
 //! An opcode byte is a 3-bit transport followed by a 5-bit operation. Only
 //! the opcodes roxe implements have an [`Opcode`]: RD (`0x40..=0x5f`), CNP
-//! (`0x81`), the manufacturer range and every reserved value give `None`
-//! from [`Opcode::from_u8`], so no length is ever derived from an unknown
-//! opcode. (The receive hook takes CNPs before it parses: `cnp.rs`.)
+//! (`0x81`), XRC FLUSH and ATOMIC WRITE (`0xbc`, `0xbd`), the manufacturer
+//! range and every reserved value give `None` from [`Opcode::from_u8`], so
+//! no length is ever derived from an unknown opcode. (The receive hook
+//! takes CNPs before it parses: `cnp.rs`.)
 
-use super::headers::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Feth, Ieth, ImmDt, Reth};
+use super::headers::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Feth, Ieth, ImmDt, Reth, Xrceth};
 
 /// The transport service an opcode belongs to (its top three bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -20,6 +21,27 @@ pub enum Transport {
     Uc,
     /// Unreliable Datagram, `0x60..=0x7f`.
     Ud,
+    /// Extended Reliable Connected, `0xa0..=0xbf`.
+    Xrc,
+}
+
+impl Transport {
+    /// Whether the transport is reliable (RC or XRC): requests are
+    /// acknowledged, lost packets are sent again after a PSN sequence NAK
+    /// or a timeout, and RDMA READ and atomics exist.
+    pub const fn is_reliable(self) -> bool {
+        matches!(self, Transport::Rc | Transport::Xrc)
+    }
+
+    /// The transport's top three opcode bits, in place.
+    const fn opcode_base(self) -> u8 {
+        match self {
+            Transport::Rc => 0x00,
+            Transport::Uc => 0x20,
+            Transport::Ud => 0x60,
+            Transport::Xrc => 0xa0,
+        }
+    }
 }
 
 /// The operation a packet is part of.
@@ -75,37 +97,41 @@ impl Position {
 /// A set of extended transport headers.
 ///
 /// Headers follow the BTH in a fixed order, which is the order of the
-/// constants below: DETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH,
-/// ImmDt, IETH. No opcode roxe knows carries two headers whose order this
-/// would get wrong (FLUSH is FETH then RETH, RDMA WRITE Only with
-/// Immediate is RETH then ImmDt, ATOMIC ACKNOWLEDGE is AETH then
-/// AtomicAckETH, UD SEND Only with Immediate is DETH then ImmDt).
+/// constants below: DETH, XRCETH, FETH, RETH, AtomicETH, AETH,
+/// AtomicAckETH, ImmDt, IETH. No opcode roxe knows carries two headers
+/// whose order this would get wrong (FLUSH is FETH then RETH, RDMA WRITE
+/// Only with Immediate is RETH then ImmDt, ATOMIC ACKNOWLEDGE is AETH then
+/// AtomicAckETH, UD SEND Only with Immediate is DETH then ImmDt, an XRC
+/// request is XRCETH then the rest; none has both DETH and XRCETH).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ExtHeaders(u8);
+pub struct ExtHeaders(u16);
 
 impl ExtHeaders {
     /// No extended header.
     pub const NONE: ExtHeaders = ExtHeaders(0);
     /// Datagram ETH.
     pub const DETH: ExtHeaders = ExtHeaders(1 << 0);
+    /// XRC ETH.
+    pub const XRCETH: ExtHeaders = ExtHeaders(1 << 1);
     /// FLUSH ETH.
-    pub const FETH: ExtHeaders = ExtHeaders(1 << 1);
+    pub const FETH: ExtHeaders = ExtHeaders(1 << 2);
     /// RDMA ETH.
-    pub const RETH: ExtHeaders = ExtHeaders(1 << 2);
+    pub const RETH: ExtHeaders = ExtHeaders(1 << 3);
     /// Atomic ETH.
-    pub const ATOMIC_ETH: ExtHeaders = ExtHeaders(1 << 3);
+    pub const ATOMIC_ETH: ExtHeaders = ExtHeaders(1 << 4);
     /// ACK ETH.
-    pub const AETH: ExtHeaders = ExtHeaders(1 << 4);
+    pub const AETH: ExtHeaders = ExtHeaders(1 << 5);
     /// Atomic ACK ETH.
-    pub const ATOMIC_ACK_ETH: ExtHeaders = ExtHeaders(1 << 5);
+    pub const ATOMIC_ACK_ETH: ExtHeaders = ExtHeaders(1 << 6);
     /// Immediate data.
-    pub const IMMDT: ExtHeaders = ExtHeaders(1 << 6);
+    pub const IMMDT: ExtHeaders = ExtHeaders(1 << 7);
     /// Invalidate ETH.
-    pub const IETH: ExtHeaders = ExtHeaders(1 << 7);
+    pub const IETH: ExtHeaders = ExtHeaders(1 << 8);
 
     /// Every header, each once, in wire order.
-    pub const ALL: [ExtHeaders; 8] = [
+    pub const ALL: [ExtHeaders; 9] = [
         ExtHeaders::DETH,
+        ExtHeaders::XRCETH,
         ExtHeaders::FETH,
         ExtHeaders::RETH,
         ExtHeaders::ATOMIC_ETH,
@@ -135,6 +161,7 @@ impl ExtHeaders {
     const fn single_len(self) -> usize {
         match self {
             ExtHeaders::DETH => Deth::LEN,
+            ExtHeaders::XRCETH => Xrceth::LEN,
             ExtHeaders::FETH => Feth::LEN,
             ExtHeaders::RETH => Reth::LEN,
             ExtHeaders::ATOMIC_ETH => AtomicEth::LEN,
@@ -220,11 +247,35 @@ pub enum Opcode {
 
     UdSendOnly = 0x64,
     UdSendOnlyImm = 0x65,
+
+    XrcSendFirst = 0xa0,
+    XrcSendMiddle = 0xa1,
+    XrcSendLast = 0xa2,
+    XrcSendLastImm = 0xa3,
+    XrcSendOnly = 0xa4,
+    XrcSendOnlyImm = 0xa5,
+    XrcRdmaWriteFirst = 0xa6,
+    XrcRdmaWriteMiddle = 0xa7,
+    XrcRdmaWriteLast = 0xa8,
+    XrcRdmaWriteLastImm = 0xa9,
+    XrcRdmaWriteOnly = 0xaa,
+    XrcRdmaWriteOnlyImm = 0xab,
+    XrcRdmaReadRequest = 0xac,
+    XrcRdmaReadResponseFirst = 0xad,
+    XrcRdmaReadResponseMiddle = 0xae,
+    XrcRdmaReadResponseLast = 0xaf,
+    XrcRdmaReadResponseOnly = 0xb0,
+    XrcAcknowledge = 0xb1,
+    XrcAtomicAcknowledge = 0xb2,
+    XrcCompareSwap = 0xb3,
+    XrcFetchAdd = 0xb4,
+    XrcSendLastInv = 0xb6,
+    XrcSendOnlyInv = 0xb7,
 }
 
 impl Opcode {
     /// Every opcode roxe implements, in numeric order.
-    pub const ALL: [Opcode; 39] = [
+    pub const ALL: [Opcode; 62] = [
         Opcode::RcSendFirst,
         Opcode::RcSendMiddle,
         Opcode::RcSendLast,
@@ -264,6 +315,29 @@ impl Opcode {
         Opcode::UcRdmaWriteOnlyImm,
         Opcode::UdSendOnly,
         Opcode::UdSendOnlyImm,
+        Opcode::XrcSendFirst,
+        Opcode::XrcSendMiddle,
+        Opcode::XrcSendLast,
+        Opcode::XrcSendLastImm,
+        Opcode::XrcSendOnly,
+        Opcode::XrcSendOnlyImm,
+        Opcode::XrcRdmaWriteFirst,
+        Opcode::XrcRdmaWriteMiddle,
+        Opcode::XrcRdmaWriteLast,
+        Opcode::XrcRdmaWriteLastImm,
+        Opcode::XrcRdmaWriteOnly,
+        Opcode::XrcRdmaWriteOnlyImm,
+        Opcode::XrcRdmaReadRequest,
+        Opcode::XrcRdmaReadResponseFirst,
+        Opcode::XrcRdmaReadResponseMiddle,
+        Opcode::XrcRdmaReadResponseLast,
+        Opcode::XrcRdmaReadResponseOnly,
+        Opcode::XrcAcknowledge,
+        Opcode::XrcAtomicAcknowledge,
+        Opcode::XrcCompareSwap,
+        Opcode::XrcFetchAdd,
+        Opcode::XrcSendLastInv,
+        Opcode::XrcSendOnlyInv,
     ];
 
     /// The opcode for a wire byte, or `None` for any opcode roxe does not
@@ -309,6 +383,29 @@ impl Opcode {
             0x2b => Opcode::UcRdmaWriteOnlyImm,
             0x64 => Opcode::UdSendOnly,
             0x65 => Opcode::UdSendOnlyImm,
+            0xa0 => Opcode::XrcSendFirst,
+            0xa1 => Opcode::XrcSendMiddle,
+            0xa2 => Opcode::XrcSendLast,
+            0xa3 => Opcode::XrcSendLastImm,
+            0xa4 => Opcode::XrcSendOnly,
+            0xa5 => Opcode::XrcSendOnlyImm,
+            0xa6 => Opcode::XrcRdmaWriteFirst,
+            0xa7 => Opcode::XrcRdmaWriteMiddle,
+            0xa8 => Opcode::XrcRdmaWriteLast,
+            0xa9 => Opcode::XrcRdmaWriteLastImm,
+            0xaa => Opcode::XrcRdmaWriteOnly,
+            0xab => Opcode::XrcRdmaWriteOnlyImm,
+            0xac => Opcode::XrcRdmaReadRequest,
+            0xad => Opcode::XrcRdmaReadResponseFirst,
+            0xae => Opcode::XrcRdmaReadResponseMiddle,
+            0xaf => Opcode::XrcRdmaReadResponseLast,
+            0xb0 => Opcode::XrcRdmaReadResponseOnly,
+            0xb1 => Opcode::XrcAcknowledge,
+            0xb2 => Opcode::XrcAtomicAcknowledge,
+            0xb3 => Opcode::XrcCompareSwap,
+            0xb4 => Opcode::XrcFetchAdd,
+            0xb6 => Opcode::XrcSendLastInv,
+            0xb7 => Opcode::XrcSendOnlyInv,
             _ => return None,
         })
     }
@@ -328,8 +425,33 @@ impl Opcode {
         match self.to_u8() >> 5 {
             0 => Transport::Rc,
             1 => Transport::Uc,
-            // Only UD opcodes are left: `from_u8` admits no others.
+            5 => Transport::Xrc,
+            // Only UD opcodes (3) are left: `from_u8` admits no others.
             _ => Transport::Ud,
+        }
+    }
+
+    /// The opcode of the same operation and position on transport `t`, if
+    /// `t` has one (UC has no RDMA READ, UD only SEND Only, XRC no FLUSH).
+    pub const fn on_transport(self, t: Transport) -> Option<Opcode> {
+        Opcode::from_u8(t.opcode_base() | self.op_bits())
+    }
+
+    /// The ACKNOWLEDGE opcode of transport `t`: the XRC one for XRC, the RC
+    /// one otherwise (only reliable transports acknowledge).
+    pub const fn acknowledge(t: Transport) -> Opcode {
+        match t {
+            Transport::Xrc => Opcode::XrcAcknowledge,
+            _ => Opcode::RcAcknowledge,
+        }
+    }
+
+    /// The ATOMIC ACKNOWLEDGE opcode of transport `t`: the XRC one for
+    /// XRC, the RC one otherwise.
+    pub const fn atomic_acknowledge(t: Transport) -> Opcode {
+        match t {
+            Transport::Xrc => Opcode::XrcAtomicAcknowledge,
+            _ => Opcode::RcAtomicAcknowledge,
         }
     }
 
@@ -345,7 +467,7 @@ impl Opcode {
             0x13 => Operation::CompareSwap,
             0x14 => Operation::FetchAdd,
             0x1c => Operation::Flush,
-            // 0x1d, the last one `from_u8` admits.
+            // 0x1d (RC only), the last one `from_u8` admits.
             _ => Operation::AtomicWrite,
         }
     }
@@ -375,6 +497,9 @@ impl Opcode {
         };
         match self.transport() {
             Transport::Ud => op.union(ExtHeaders::DETH),
+            // Every XRC request names the SRQ it is for; responses go to
+            // the initiator QP the BTH names.
+            Transport::Xrc if self.is_request() => op.union(ExtHeaders::XRCETH),
             _ => op,
         }
     }
@@ -452,8 +577,11 @@ mod tests {
         for v in 0x40..=0x5f {
             assert_eq!(Opcode::from_u8(v), None, "RD {v:#x}");
         }
+        // 0xb5 and 0xb8 are reserved in the XRC range; roxe has no XRC
+        // FLUSH (0xbc) or ATOMIC WRITE (0xbd).
         for v in [
-            0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x30, 0x60, 0x63, 0x66, 0x80, 0x81, 0xe0, 0xff,
+            0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x30, 0x60, 0x63, 0x66, 0x80, 0x81, 0xb5, 0xb8,
+            0xbc, 0xbd, 0xbf, 0xc0, 0xe0, 0xff,
         ] {
             assert_eq!(Opcode::from_u8(v), None, "{v:#x}");
         }
@@ -503,6 +631,30 @@ mod tests {
             (Opcode::UcRdmaWriteOnlyImm, 32),
             (Opcode::UdSendOnly, 20),
             (Opcode::UdSendOnlyImm, 24),
+            // XRC: the RC headers, and an XRCETH (4) on every request.
+            (Opcode::XrcSendFirst, 16),
+            (Opcode::XrcSendMiddle, 16),
+            (Opcode::XrcSendLast, 16),
+            (Opcode::XrcSendLastImm, 20),
+            (Opcode::XrcSendOnly, 16),
+            (Opcode::XrcSendOnlyImm, 20),
+            (Opcode::XrcRdmaWriteFirst, 32),
+            (Opcode::XrcRdmaWriteMiddle, 16),
+            (Opcode::XrcRdmaWriteLast, 16),
+            (Opcode::XrcRdmaWriteLastImm, 20),
+            (Opcode::XrcRdmaWriteOnly, 32),
+            (Opcode::XrcRdmaWriteOnlyImm, 36),
+            (Opcode::XrcRdmaReadRequest, 32),
+            (Opcode::XrcRdmaReadResponseFirst, 16),
+            (Opcode::XrcRdmaReadResponseMiddle, 12),
+            (Opcode::XrcRdmaReadResponseLast, 16),
+            (Opcode::XrcRdmaReadResponseOnly, 16),
+            (Opcode::XrcAcknowledge, 16),
+            (Opcode::XrcAtomicAcknowledge, 24),
+            (Opcode::XrcCompareSwap, 44),
+            (Opcode::XrcFetchAdd, 44),
+            (Opcode::XrcSendLastInv, 20),
+            (Opcode::XrcSendOnlyInv, 20),
         ];
         assert_eq!(want.len(), Opcode::ALL.len());
         for (op, len) in want {
@@ -530,6 +682,94 @@ mod tests {
         // A set of two is not a header.
         assert_eq!(h.offset_of(h), None);
         assert_eq!(h.offset_of(ExtHeaders::NONE), None);
+        // XRCETH comes right after the BTH, before everything else.
+        let h = Opcode::XrcRdmaWriteOnlyImm.ext_headers();
+        assert_eq!(h.offset_of(ExtHeaders::XRCETH), Some(12));
+        assert_eq!(h.offset_of(ExtHeaders::RETH), Some(16));
+        assert_eq!(h.offset_of(ExtHeaders::IMMDT), Some(32));
+        let h = Opcode::XrcCompareSwap.ext_headers();
+        assert_eq!(h.offset_of(ExtHeaders::XRCETH), Some(12));
+        assert_eq!(h.offset_of(ExtHeaders::ATOMIC_ETH), Some(16));
+        let h = Opcode::XrcSendOnlyInv.ext_headers();
+        assert_eq!(h.offset_of(ExtHeaders::XRCETH), Some(12));
+        assert_eq!(h.offset_of(ExtHeaders::IETH), Some(16));
+        // Responses carry none.
+        let h = Opcode::XrcAtomicAcknowledge.ext_headers();
+        assert_eq!(h.offset_of(ExtHeaders::XRCETH), None);
+        assert_eq!(h.offset_of(ExtHeaders::AETH), Some(12));
+        assert_eq!(h.offset_of(ExtHeaders::ATOMIC_ACK_ETH), Some(16));
+    }
+
+    #[test]
+    fn xrc_mirrors_rc() {
+        for op in Opcode::ALL {
+            let Some(x) = op.on_transport(Transport::Xrc) else {
+                // Only FLUSH and ATOMIC WRITE have no XRC opcode.
+                if op.transport() == Transport::Rc {
+                    assert!(
+                        matches!(op.operation(), Operation::Flush | Operation::AtomicWrite),
+                        "{op:?}"
+                    );
+                }
+                continue;
+            };
+            assert_eq!(x.transport(), Transport::Xrc);
+            assert_eq!(x.to_u8() & 0x1f, op.to_u8() & 0x1f);
+            assert_eq!(x.operation(), op.operation(), "{op:?}");
+            assert_eq!(x.position(), op.position(), "{op:?}");
+            assert_eq!(x.has_payload(), op.has_payload(), "{op:?}");
+            assert_eq!(x.is_request(), op.is_request(), "{op:?}");
+            if op.transport() == Transport::Rc {
+                assert_eq!(x.on_transport(Transport::Rc), Some(op));
+                let extra = if x.is_request() { Xrceth::LEN } else { 0 };
+                assert_eq!(x.header_len(), op.header_len() + extra, "{op:?}");
+            }
+        }
+        assert_eq!(Opcode::XrcSendFirst.to_u8(), 0xa0);
+        assert_eq!(Opcode::XrcAcknowledge.to_u8(), 0xb1);
+        assert_eq!(Opcode::XrcSendOnlyInv.to_u8(), 0xb7);
+        assert_eq!(Opcode::RcFlush.on_transport(Transport::Xrc), None);
+        assert_eq!(Opcode::RcAtomicWrite.on_transport(Transport::Xrc), None);
+        assert_eq!(Opcode::RcRdmaReadRequest.on_transport(Transport::Uc), None);
+        assert_eq!(
+            Opcode::RcSendOnly.on_transport(Transport::Ud),
+            Some(Opcode::UdSendOnly)
+        );
+        assert_eq!(
+            Opcode::XrcSendOnlyImm.on_transport(Transport::Uc),
+            Some(Opcode::UcSendOnlyImm)
+        );
+    }
+
+    #[test]
+    fn acknowledge_opcodes_per_transport() {
+        use Transport as T;
+        assert!(T::Rc.is_reliable() && T::Xrc.is_reliable());
+        assert!(!T::Uc.is_reliable() && !T::Ud.is_reliable());
+        assert_eq!(Opcode::acknowledge(T::Rc), Opcode::RcAcknowledge);
+        assert_eq!(Opcode::acknowledge(T::Xrc), Opcode::XrcAcknowledge);
+        assert_eq!(
+            Opcode::atomic_acknowledge(T::Rc),
+            Opcode::RcAtomicAcknowledge
+        );
+        assert_eq!(
+            Opcode::atomic_acknowledge(T::Xrc),
+            Opcode::XrcAtomicAcknowledge
+        );
+        // Unreliable transports have none: the RC ones stand in.
+        for t in [T::Uc, T::Ud] {
+            assert_eq!(Opcode::acknowledge(t), Opcode::RcAcknowledge);
+            assert_eq!(Opcode::atomic_acknowledge(t), Opcode::RcAtomicAcknowledge);
+        }
+        for t in [T::Rc, T::Xrc] {
+            assert_eq!(Opcode::acknowledge(t).transport(), t);
+            assert_eq!(Opcode::acknowledge(t).operation(), Operation::Acknowledge);
+            assert_eq!(Opcode::atomic_acknowledge(t).transport(), t);
+            assert_eq!(
+                Opcode::atomic_acknowledge(t).operation(),
+                Operation::AtomicAcknowledge
+            );
+        }
     }
 
     #[test]
@@ -596,6 +836,29 @@ mod tests {
             (Opcode::RcFlush, O::Flush, P::Only, false, true),
             (Opcode::RcAtomicWrite, O::AtomicWrite, P::Only, true, true),
             (Opcode::UdSendOnlyImm, O::Send, P::Only, true, true),
+            (Opcode::XrcSendLastInv, O::Send, P::Last, true, true),
+            (
+                Opcode::XrcRdmaReadRequest,
+                O::RdmaReadRequest,
+                P::Only,
+                false,
+                true,
+            ),
+            (
+                Opcode::XrcRdmaReadResponseMiddle,
+                O::RdmaReadResponse,
+                P::Middle,
+                true,
+                false,
+            ),
+            (
+                Opcode::XrcAcknowledge,
+                O::Acknowledge,
+                P::Only,
+                false,
+                false,
+            ),
+            (Opcode::XrcFetchAdd, O::FetchAdd, P::Only, false, true),
         ];
         for (op, operation, position, payload, request) in cases {
             assert_eq!(op.operation(), operation, "{op:?}");
@@ -613,15 +876,21 @@ mod tests {
             // Transports.
             let t = op.transport();
             assert_eq!(h.contains(ExtHeaders::DETH), t == Transport::Ud, "{op:?}");
-            if t != Transport::Rc {
+            assert_eq!(
+                h.contains(ExtHeaders::XRCETH),
+                t == Transport::Xrc && op.is_request(),
+                "{op:?}"
+            );
+            if !t.is_reliable() {
                 assert!(
                     matches!(op.operation(), Operation::Send | Operation::RdmaWrite),
                     "{op:?}"
                 );
             }
-            // Responses are RC and carry an AETH unless they are middles.
+            // Responses are reliable and carry an AETH unless they are
+            // middles.
             if op.is_response() {
-                assert_eq!(t, Transport::Rc);
+                assert!(t.is_reliable(), "{op:?}");
                 assert_eq!(
                     h.contains(ExtHeaders::AETH),
                     op.position() != Position::Middle,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The RC and UC requester, with its completer, as a pure state machine.
+//! The RC, XRC and UC requester, with its completer, as a pure state
+//! machine.
 //!
 //! [`Requester`] decides what a connected QP's send queue puts on the wire
 //! and what the answers do to it: PSN assignment, the send window, read
@@ -176,7 +177,7 @@ pub fn timeout_ms(timeout: u8) -> Option<u32> {
 /// The requester's settings: the QP's attributes and the driver's limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// RC or UC. (UD does not go through this machine.)
+    /// RC, XRC or UC. (UD does not go through this machine.)
     pub transport: Transport,
     /// The path MTU messages are cut at, in bytes.
     pub mtu: u32,
@@ -323,7 +324,8 @@ pub struct Completion {
 /// Why a response was not taken; the driver counts each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Discard {
-    /// A response to a QP that is not RC.
+    /// A response to a QP that is not reliable, or one of another
+    /// transport than the QP's.
     Transport,
     /// The requester stopped (an error, a flush).
     State,
@@ -389,7 +391,7 @@ struct Blocked {
     status: WcStatus,
 }
 
-/// An RC or UC requester and completer.
+/// An RC, XRC or UC requester and completer.
 ///
 /// `S` holds one [`Span`] per send queue slot (a power of two, as the ring
 /// has), indexed by SQ index modulo its length: the driver's `KVVec`, a
@@ -446,6 +448,7 @@ fn wr_transport(t: Transport) -> wr::Transport {
         Transport::Rc => wr::Transport::Rc,
         Transport::Uc => wr::Transport::Uc,
         Transport::Ud => wr::Transport::Ud,
+        Transport::Xrc => wr::Transport::Xrc,
     }
 }
 
@@ -688,7 +691,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             // in flight to resume it: poll soon, spending no retry.
             self.kick = true;
             io.arm_timer(1);
-        } else if self.cfg.transport == Transport::Rc {
+        } else if self.cfg.transport.is_reliable() {
             self.arm_retry(io);
         }
     }
@@ -703,7 +706,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
     }
 
     fn send_loop(&mut self, now: i64, io: &mut impl Io, budget: &mut u32) {
-        let rc = self.cfg.transport == Transport::Rc;
+        let reliable = self.cfg.transport.is_reliable();
         loop {
             // After an RNR NAK nothing is sent until the timer says so.
             if self.stopped || self.rnr_wait || *budget == 0 {
@@ -753,7 +756,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                     }
                 }
             }
-            if let (true, Some(w)) = (rc && in_flight != 0, &w) {
+            if let (true, Some(w)) = (reliable && in_flight != 0, &w) {
                 // IBV_SEND_FENCE: wait for outstanding reads and atomics.
                 if self.reads_out != 0 && w.fence {
                     return;
@@ -767,7 +770,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             match self.send_wqe(now, io, idx, w.as_ref(), op, budget) {
                 Ok(Some(len)) => {
                     self.sent = self.sent.wrapping_add(1);
-                    if !rc {
+                    if !reliable {
                         // Unreliable: complete once sent.
                         self.complete(io, op, WcStatus::Success, len);
                     }
@@ -828,7 +831,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         op: SendOp,
         budget: &mut u32,
     ) -> Result<Option<u32>, WcStatus> {
-        let rc = self.cfg.transport == Transport::Rc;
+        let reliable = self.cfg.transport.is_reliable();
         let (window, rw, mtu) = (self.cfg.window, self.cfg.read_window, self.cfg.mtu);
         let mut prepaid = false;
         let span = match w {
@@ -849,7 +852,8 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 // Nothing is recorded for a WQE that cannot start yet.
                 let read_full =
                     read && self.una != self.npsn && self.una.distance(self.npsn) + n.min(rw) > rw;
-                if *budget == 0 || (rc && self.una.distance(self.npsn) >= window) || read_full {
+                if *budget == 0 || (reliable && self.una.distance(self.npsn) >= window) || read_full
+                {
                     return Ok(None);
                 }
                 if read && !self.take_read_credits(now, io, n.min(rw)) {
@@ -875,7 +879,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         let n = span.first.distance(span.last) + 1;
         let first = span.first;
         while self.pkt < n {
-            if *budget == 0 || (rc && self.una.distance(self.npsn) >= window) {
+            if *budget == 0 || (reliable && self.una.distance(self.npsn) >= window) {
                 return Ok(None);
             }
             *budget -= 1;
@@ -921,10 +925,12 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                         return Ok(None);
                     }
                 }
+                let opcode = seg::request_opcode(self.cfg.transport, op, Position::Only)
+                    .ok_or(WcStatus::LocQpOpErr)?;
                 let _ = io.transmit(&Segment {
                     wqe: idx,
                     op,
-                    opcode: Opcode::RcRdmaReadRequest,
+                    opcode,
                     psn: first.wrapping_add(i),
                     offset: off,
                     len: len.saturating_sub(off).min(piece.saturating_mul(mtu)),
@@ -941,7 +947,8 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 seg::request_opcode(self.cfg.transport, op, pos).ok_or(WcStatus::LocQpOpErr)?;
             // ACK requests at the end of each message and twice per window,
             // so the window keeps opening inside long messages.
-            let ack_req = rc && (pos.ends_message() || (i + 1).checked_rem(window / 4) == Some(0));
+            let ack_req =
+                reliable && (pos.ends_message() || (i + 1).checked_rem(window / 4) == Some(0));
             io.transmit(&Segment {
                 wqe: idx,
                 op,
@@ -968,9 +975,9 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         w: &Wqe,
         budget: &mut u32,
     ) -> Result<Option<u32>, WcStatus> {
-        if self.cfg.transport != Transport::Rc {
-            return Err(WcStatus::LocQpOpErr);
-        }
+        // RC only: XRC and UC have no FLUSH opcode.
+        let opcode = seg::request_opcode(self.cfg.transport, SendOp::Flush, Position::Only)
+            .ok_or(WcStatus::LocQpOpErr)?;
         let len = w.len?;
         if *budget == 0 || self.una.distance(self.npsn) >= self.cfg.window {
             return Ok(None);
@@ -990,7 +997,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         let _ = io.transmit(&Segment {
             wqe: idx,
             op: SendOp::Flush,
-            opcode: Opcode::RcFlush,
+            opcode,
             psn: self.npsn,
             offset: 0,
             len,
@@ -1013,7 +1020,8 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         now: i64,
         io: &mut impl Io,
     ) -> Result<(), Discard> {
-        if self.cfg.transport != Transport::Rc {
+        let t = self.cfg.transport;
+        if !t.is_reliable() || pkt.opcode.transport() != t {
             return Err(Discard::Transport);
         }
         if self.stopped {
@@ -1246,7 +1254,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             self.send_pending(now, io);
             return;
         }
-        if self.cfg.transport != Transport::Rc {
+        if !self.cfg.transport.is_reliable() {
             return;
         }
         if self.rnr_wait {
@@ -1886,6 +1894,68 @@ mod tests {
         assert_eq!(io.done.len(), 2);
         assert_eq!(io.done[1].status, WcStatus::LocQpOpErr, "UC cannot read");
         assert_eq!(r.on_response(&ack(0), 0, &mut io), Err(Discard::Transport));
+    }
+
+    #[test]
+    fn xrc_is_reliable_with_its_own_opcodes() {
+        let mut io = TestIo::new();
+        let mut c = Config::new(Transport::Xrc, 256);
+        c.max_rd_atomic = 4;
+        let mut r = Requester::new(c, vec![Span::EMPTY; 8], Psn::ZERO);
+        io.post(SendOp::Send, 300);
+        io.post(SendOp::RdmaRead, 8);
+        io.post(SendOp::FetchAdd, 8);
+        io.post(SendOp::RdmaWriteImm, 8);
+        start(&mut r, &mut io);
+        let ops: Vec<Opcode> = io.segs.iter().map(|s| s.opcode).collect();
+        assert_eq!(
+            ops,
+            [
+                Opcode::XrcSendFirst,
+                Opcode::XrcSendLast,
+                Opcode::XrcRdmaReadRequest,
+                Opcode::XrcFetchAdd,
+                Opcode::XrcRdmaWriteOnlyImm,
+            ]
+        );
+        // Nothing completes until answered, and the retry timer runs.
+        assert!(io.done.is_empty());
+        assert_eq!(io.timer, Some(timeout_ms(14).unwrap()));
+        assert!(io.segs.last().unwrap().ack_req);
+        // An RC answer is another transport's: refused.
+        assert_eq!(r.on_response(&ack(1), 0, &mut io), Err(Discard::Transport));
+        let xrc = |p: Packet<'static>| Packet {
+            opcode: p.opcode.on_transport(Transport::Xrc).unwrap(),
+            ..p
+        };
+        r.on_response(&xrc(ack(1)), 0, &mut io).unwrap();
+        assert_eq!(io.done.len(), 1);
+        let resp = read_resp(Opcode::XrcRdmaReadResponseOnly, 2, &[1; 8]);
+        r.on_response(&resp, 0, &mut io).unwrap();
+        r.on_response(&xrc(atomic_ack(3, 9)), 0, &mut io).unwrap();
+        assert_eq!(io.done.len(), 3);
+        // A sequence NAK goes back, as on RC.
+        r.on_response(&xrc(nak(4, NakCode::PsnSequenceError)), 0, &mut io)
+            .unwrap();
+        assert_eq!(io.psns(), [0, 1, 2, 3, 4, 4]);
+        assert_eq!(io.segs[5].opcode, Opcode::XrcRdmaWriteOnlyImm);
+        r.on_response(&xrc(ack(4)), 0, &mut io).unwrap();
+        assert_eq!(io.done.len(), 4);
+        assert!(io.done.iter().all(|c| c.status == WcStatus::Success));
+        assert!(!r.outstanding());
+    }
+
+    #[test]
+    fn xrc_has_no_flush_or_atomic_write() {
+        for op in [SendOp::Flush, SendOp::AtomicWrite] {
+            let mut io = TestIo::new();
+            let c = Config::new(Transport::Xrc, 256);
+            let mut r = Requester::new(c, vec![Span::EMPTY; 8], Psn::ZERO);
+            io.post(op, 8);
+            start(&mut r, &mut io);
+            assert!(io.segs.is_empty());
+            assert_eq!(io.done[0].status, WcStatus::LocQpOpErr, "{op:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The RC and UC responder's transport logic as a pure state machine.
+//! The RC, XRC and UC responder's transport logic as a pure state machine.
 //!
 //! [`Responder`] takes request packets and decides what each does: the
 //! expected PSN, duplicates (SEND and WRITE acknowledged again, READ
@@ -15,7 +15,7 @@
 //!
 //! # In the driver
 //!
-//! The driver runs this machine for every RC and UC request packet
+//! The driver runs this machine for every RC, XRC and UC request packet
 //! (`drivers/infiniband/sw/roxe/qp/resp/mod.rs`, `respond`), with its
 //! kernel side as the [`Io`] implementation. What stays in the driver: the
 //! checks before the responder (transport, QP state, addresses), UD
@@ -50,7 +50,7 @@ const FLUSH_LEVEL_MR: u8 = 1;
 /// The responder's settings: the QP's attributes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// RC or UC.
+    /// RC, XRC (a target QP) or UC.
     pub transport: Transport,
     /// The path MTU request packets are cut at, in bytes.
     pub mtu: u32,
@@ -155,11 +155,11 @@ pub enum Discard {
     State,
     /// Out of sequence, or a duplicate (answered again or not).
     Psn,
-    /// No receive WQE (RC answered with an RNR NAK).
+    /// No receive WQE (RC and XRC answered with an RNR NAK).
     NoRecv,
     /// Memory the request needs is not mapped yet: an on-demand-paging MR
-    /// whose pages the driver is faulting in (RC answered with an RNR NAK,
-    /// nothing done).
+    /// whose pages the driver is faulting in (RC and XRC answered with an
+    /// RNR NAK, nothing done).
     NotPresent,
     /// A bad R_Key, access or range.
     Key,
@@ -169,7 +169,9 @@ pub enum Discard {
     /// served and remembered, or that the QP or key no longer allows.
     Duplicate,
     /// An invalid request: an opcode out of sequence, an operation the QP
-    /// does not take, a read or atomic with no responder resources.
+    /// does not take, a read or atomic with no responder resources. A
+    /// packet of another transport than the QP's is dropped as this too,
+    /// unanswered.
     Invalid,
 }
 
@@ -298,7 +300,7 @@ enum Nak {
     Operational,
 }
 
-/// An RC or UC responder.
+/// An RC, XRC or UC responder.
 ///
 /// `W` is the driver's copy of a receive WQE; `R` and `A` bound the READ
 /// requests and atomics remembered for duplicates (the driver's
@@ -481,11 +483,16 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         if self.stopped {
             return Err(Discard::State);
         }
-        let rc = self.cfg.transport == Transport::Rc;
+        // The driver takes only the QP's own transport; nothing else may
+        // touch this machine's state.
+        if pkt.opcode.transport() != self.cfg.transport {
+            return Err(Discard::Invalid);
+        }
+        let reliable = self.cfg.transport.is_reliable();
         let psn = pkt.bth.psn;
         let pos = pkt.opcode.position();
         if psn != self.epsn {
-            if !rc {
+            if !reliable {
                 // UC: a gap loses the message in progress; a new one may
                 // start.
                 self.drop_message();
@@ -516,7 +523,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         };
         let busy = self.recv.is_some() || self.write.is_some();
         if continues == pos.starts_message() || (pos.starts_message() && busy) {
-            if rc {
+            if reliable {
                 return Err(self.refuse(io, psn, Nak::Invalid));
             }
             self.drop_message();
@@ -533,25 +540,27 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         let access = self.cfg.access;
         let needs_resource = is_response_answered(op) || op == Operation::RdmaReadRequest;
         let result = match op {
-            _ if rc && needs_resource && self.cfg.max_dest_rd_atomic == 0 => Err(Nak::Invalid),
+            _ if reliable && needs_resource && self.cfg.max_dest_rd_atomic == 0 => {
+                Err(Nak::Invalid)
+            }
             Operation::Send => self.recv_send(pkt, io),
             Operation::RdmaWrite => self.recv_write(pkt, io),
-            Operation::CompareSwap | Operation::FetchAdd if rc => {
+            Operation::CompareSwap | Operation::FetchAdd if reliable => {
                 if access & REMOTE_ATOMIC == 0 {
                     Err(Nak::Access)
                 } else {
                     self.atomic(pkt, io)
                 }
             }
-            Operation::AtomicWrite if rc => {
+            Operation::AtomicWrite if reliable => {
                 if access & REMOTE_WRITE == 0 {
                     Err(Nak::Access)
                 } else {
                     self.atomic_write(pkt, io)
                 }
             }
-            Operation::Flush if rc => self.flush_request(pkt, io),
-            Operation::RdmaReadRequest if rc => {
+            Operation::Flush if reliable => self.flush_request(pkt, io),
+            Operation::RdmaReadRequest if reliable => {
                 if access & REMOTE_READ == 0 {
                     Err(Nak::Access)
                 } else {
@@ -572,7 +581,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
                 if pos.ends_message() {
                     self.msn = self.next_msn();
                 }
-                if rc && pkt.bth.ack_req && !is_response_answered(op) {
+                if reliable && pkt.bth.ack_req && !is_response_answered(op) {
                     io.send_ack(psn, Syndrome::ACK, self.msn);
                 }
                 Ok(())
@@ -600,7 +609,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
                     return Err(Discard::Duplicate);
                 }
                 io.send_read_response(&ReadSegment {
-                    opcode: Opcode::RcRdmaReadResponseOnly,
+                    opcode: seg::read_response_opcode(self.cfg.transport, Position::Only),
                     psn,
                     rkey: 0,
                     va: 0,
@@ -617,11 +626,11 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
     }
 
     /// Answers the request at `psn`, which could not be taken now (no
-    /// receive WQE, or memory not mapped yet), with an RNR NAK (RC), so
+    /// receive WQE, or memory not mapped yet), with an RNR NAK (RC, XRC), so
     /// that it comes again after the QP's `min_rnr_timer`.
     fn not_now(&mut self, io: &mut impl Io<Recv = W>, psn: Psn, n: Nak) -> Discard {
         if let (true, Some(t)) = (
-            self.cfg.transport == Transport::Rc,
+            self.cfg.transport.is_reliable(),
             RnrTimer::from_code(self.cfg.min_rnr_timer),
         ) {
             io.send_ack(psn, Syndrome::RnrNak(t), self.msn);
@@ -636,9 +645,9 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
     /// Refuses the request at `psn` for reason `n` (not [`Nak::Rnr`] or
     /// [`Nak::NotPresent`]).
     ///
-    /// RC: NAKs it, completes the receive WQE of the message in progress
-    /// with the matching error, and stops (the QP goes to ERR). UC: the
-    /// message is lost, silently.
+    /// RC and XRC: NAK it, complete the receive WQE of the message in
+    /// progress with the matching error, and stop (the QP goes to ERR). UC:
+    /// the message is lost, silently.
     fn refuse(&mut self, io: &mut impl Io<Recv = W>, psn: Psn, n: Nak) -> Discard {
         let (code, status) = match n {
             Nak::Invalid | Nak::Length | Nak::Rnr | Nak::NotPresent => {
@@ -654,7 +663,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
             Nak::NotPresent => Discard::NotPresent,
             Nak::Access | Nak::Operational => Discard::Key,
         };
-        if self.cfg.transport != Transport::Rc {
+        if !self.cfg.transport.is_reliable() {
             self.drop_message();
             return discard;
         }
@@ -918,7 +927,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
     /// FLUSH at `psn`, which is remembered to answer a duplicate.
     fn answer_empty(&mut self, psn: Psn, io: &mut impl Io<Recv = W>) {
         io.send_read_response(&ReadSegment {
-            opcode: Opcode::RcRdmaReadResponseOnly,
+            opcode: seg::read_response_opcode(self.cfg.transport, Position::Only),
             psn,
             rkey: 0,
             va: 0,
@@ -1002,7 +1011,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
             // Below the DMA length, or both 0.
             let off = i * mtu;
             io.send_read_response(&ReadSegment {
-                opcode: seg::read_response_opcode(pos),
+                opcode: seg::read_response_opcode(self.cfg.transport, pos),
                 psn: psn.wrapping_add(i),
                 rkey: reth.rkey,
                 va: reth.va.wrapping_add(u64::from(off)),
@@ -1050,7 +1059,7 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::{AtomicEth, Bth, Ext, ImmDt, Reth, DEFAULT_PKEY};
+    use crate::headers::{AtomicEth, Bth, Ext, ImmDt, Reth, Xrceth, DEFAULT_PKEY};
     use proptest::prelude::*;
     use std::collections::VecDeque;
     use std::vec;
@@ -1442,6 +1451,63 @@ mod tests {
         let bad = pkt(Opcode::UcSendMiddle, 4, Ext::default(), &full, false);
         assert_eq!(r.on_request(&bad, &mut io), Err(Discard::Psn));
         assert!(!r.is_stopped());
+    }
+
+    #[test]
+    fn xrc_answers_like_rc_with_xrc_read_responses() {
+        let mut io = TestIo::new(1);
+        let mut c = Config::new(Transport::Xrc, 256);
+        c.access = REMOTE_READ | REMOTE_WRITE | REMOTE_ATOMIC;
+        c.max_dest_rd_atomic = 4;
+        c.min_rnr_timer = 3;
+        let mut r: Responder<u32, 4, 4> = Responder::new(c, Psn::ZERO);
+        let x = |ext: Ext| Ext {
+            xrceth: Some(Xrceth { srqn: 9 }),
+            ..ext
+        };
+        // An RC request is another transport's: dropped, unanswered.
+        let rc = pkt(Opcode::RcSendOnly, 0, Ext::default(), &[], true);
+        assert_eq!(r.on_request(&rc, &mut io), Err(Discard::Invalid));
+        assert!(io.acks.is_empty() && io.fatal.is_none() && !r.is_stopped());
+        assert_eq!((r.epsn(), io.rq.len()), (Psn::ZERO, 1));
+        // A SEND with AckReq is acknowledged (the driver sends an XRC
+        // ACKNOWLEDGE: `Opcode::acknowledge`).
+        let send = pkt(Opcode::XrcSendOnly, 0, x(Ext::default()), b"abcd", true);
+        r.on_request(&send, &mut io).unwrap();
+        assert_eq!(io.acks, [(0, Syndrome::ACK)]);
+        assert_eq!(io.recvs.len(), 1);
+        assert_eq!(
+            Opcode::acknowledge(r.config().transport),
+            Opcode::XrcAcknowledge
+        );
+        // A read is answered with XRC read responses.
+        let read = pkt(Opcode::XrcRdmaReadRequest, 1, x(reth(0, 600)), &[], true);
+        r.on_request(&read, &mut io).unwrap();
+        let ops: Vec<Opcode> = io.reads.iter().map(|s| s.opcode).collect();
+        assert_eq!(
+            ops,
+            [
+                Opcode::XrcRdmaReadResponseFirst,
+                Opcode::XrcRdmaReadResponseMiddle,
+                Opcode::XrcRdmaReadResponseLast,
+            ]
+        );
+        assert_eq!(r.epsn(), Psn::new(4));
+        // An atomic is executed and answered once.
+        let mut fa = fetch_add(4, 8, 1);
+        fa.opcode = Opcode::XrcFetchAdd;
+        fa.ext = x(fa.ext);
+        r.on_request(&fa, &mut io).unwrap();
+        assert_eq!(r.on_request(&fa, &mut io), Err(Discard::Psn));
+        assert_eq!(io.atomics.len(), 1);
+        assert_eq!(io.atomic_acks, [(4, 0), (4, 0)]);
+        // No receive WQE: an RNR NAK; a gap: one sequence NAK.
+        let send = pkt(Opcode::XrcSendOnly, 5, x(Ext::default()), &[], true);
+        assert_eq!(r.on_request(&send, &mut io), Err(Discard::NoRecv));
+        assert!(matches!(io.acks[1], (5, Syndrome::RnrNak(_))));
+        let later = pkt(Opcode::XrcSendOnly, 7, x(Ext::default()), &[], true);
+        assert_eq!(r.on_request(&later, &mut io), Err(Discard::Psn));
+        assert_eq!(io.acks[2], (5, SEQ));
     }
 
     /// A message of a request stream, as the requester would cut it.

@@ -33,55 +33,47 @@ pub fn position(i: u32, n: u32) -> Position {
 pub fn request_opcode(t: Transport, op: SendOp, pos: Position) -> Option<Opcode> {
     use Opcode::*;
     use Position::*;
-    let o = match (t, op, pos) {
-        (Transport::Ud, SendOp::Send, Only) => UdSendOnly,
-        (Transport::Ud, SendOp::SendImm, Only) => UdSendOnlyImm,
-        (Transport::Ud, _, _) => return None,
-        (_, SendOp::Send | SendOp::SendImm | SendOp::SendInv, First) => {
-            pick(t, RcSendFirst, UcSendFirst)
-        }
-        (_, SendOp::Send | SendOp::SendImm | SendOp::SendInv, Middle) => {
-            pick(t, RcSendMiddle, UcSendMiddle)
-        }
-        (_, SendOp::Send, Last) => pick(t, RcSendLast, UcSendLast),
-        (_, SendOp::Send, Only) => pick(t, RcSendOnly, UcSendOnly),
-        (_, SendOp::SendImm, Last) => pick(t, RcSendLastImm, UcSendLastImm),
-        (_, SendOp::SendImm, Only) => pick(t, RcSendOnlyImm, UcSendOnlyImm),
-        (Transport::Rc, SendOp::SendInv, Last) => RcSendLastInv,
-        (Transport::Rc, SendOp::SendInv, Only) => RcSendOnlyInv,
-        (_, SendOp::RdmaWrite | SendOp::RdmaWriteImm, First) => {
-            pick(t, RcRdmaWriteFirst, UcRdmaWriteFirst)
-        }
-        (_, SendOp::RdmaWrite | SendOp::RdmaWriteImm, Middle) => {
-            pick(t, RcRdmaWriteMiddle, UcRdmaWriteMiddle)
-        }
-        (_, SendOp::RdmaWrite, Last) => pick(t, RcRdmaWriteLast, UcRdmaWriteLast),
-        (_, SendOp::RdmaWrite, Only) => pick(t, RcRdmaWriteOnly, UcRdmaWriteOnly),
-        (_, SendOp::RdmaWriteImm, Last) => pick(t, RcRdmaWriteLastImm, UcRdmaWriteLastImm),
-        (_, SendOp::RdmaWriteImm, Only) => pick(t, RcRdmaWriteOnlyImm, UcRdmaWriteOnlyImm),
-        (Transport::Rc, SendOp::RdmaRead, Only) => RcRdmaReadRequest,
-        (Transport::Rc, SendOp::CmpSwap, Only) => RcCompareSwap,
-        (Transport::Rc, SendOp::FetchAdd, Only) => RcFetchAdd,
-        (Transport::Rc, SendOp::AtomicWrite, Only) => RcAtomicWrite,
-        (Transport::Rc, SendOp::Flush, Only) => RcFlush,
+    // The RC opcode. The other transports use the same low five bits where
+    // they have the opcode at all, which `Opcode::on_transport` knows: UD
+    // only SEND Only, UC no READ, atomics or SEND with Invalidate, XRC no
+    // FLUSH or ATOMIC WRITE.
+    let rc = match (op, pos) {
+        (SendOp::Send | SendOp::SendImm | SendOp::SendInv, First) => RcSendFirst,
+        (SendOp::Send | SendOp::SendImm | SendOp::SendInv, Middle) => RcSendMiddle,
+        (SendOp::Send, Last) => RcSendLast,
+        (SendOp::Send, Only) => RcSendOnly,
+        (SendOp::SendImm, Last) => RcSendLastImm,
+        (SendOp::SendImm, Only) => RcSendOnlyImm,
+        (SendOp::SendInv, Last) => RcSendLastInv,
+        (SendOp::SendInv, Only) => RcSendOnlyInv,
+        (SendOp::RdmaWrite | SendOp::RdmaWriteImm, First) => RcRdmaWriteFirst,
+        (SendOp::RdmaWrite | SendOp::RdmaWriteImm, Middle) => RcRdmaWriteMiddle,
+        (SendOp::RdmaWrite, Last) => RcRdmaWriteLast,
+        (SendOp::RdmaWrite, Only) => RcRdmaWriteOnly,
+        (SendOp::RdmaWriteImm, Last) => RcRdmaWriteLastImm,
+        (SendOp::RdmaWriteImm, Only) => RcRdmaWriteOnlyImm,
+        (SendOp::RdmaRead, Only) => RcRdmaReadRequest,
+        (SendOp::CmpSwap, Only) => RcCompareSwap,
+        (SendOp::FetchAdd, Only) => RcFetchAdd,
+        (SendOp::AtomicWrite, Only) => RcAtomicWrite,
+        (SendOp::Flush, Only) => RcFlush,
         _ => return None,
     };
-    Some(o)
+    rc.on_transport(t)
 }
 
-/// The opcode of RDMA READ response packet `pos`.
-pub fn read_response_opcode(pos: Position) -> Opcode {
-    match pos {
+/// The opcode of RDMA READ response packet `pos` from a responder of
+/// transport `t`: XRC's for XRC, RC's otherwise (only reliable transports
+/// read).
+pub fn read_response_opcode(t: Transport, pos: Position) -> Opcode {
+    let rc = match pos {
         Position::First => Opcode::RcRdmaReadResponseFirst,
         Position::Middle => Opcode::RcRdmaReadResponseMiddle,
         Position::Last => Opcode::RcRdmaReadResponseLast,
         Position::Only => Opcode::RcRdmaReadResponseOnly,
-    }
-}
-
-const fn pick(t: Transport, rc: Opcode, uc: Opcode) -> Opcode {
+    };
     match t {
-        Transport::Uc => uc,
+        Transport::Xrc => rc.on_transport(t).unwrap_or(rc),
         _ => rc,
     }
 }
@@ -89,6 +81,7 @@ const fn pick(t: Transport, rc: Opcode, uc: Opcode) -> Opcode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::opcode::Operation;
 
     #[test]
     fn counts() {
@@ -128,9 +121,20 @@ mod tests {
             Position::Last,
             Position::Only,
         ];
-        for t in [Transport::Rc, Transport::Uc, Transport::Ud] {
+        for t in [Transport::Rc, Transport::Uc, Transport::Ud, Transport::Xrc] {
             for op in ops {
                 for pos in positions {
+                    if t == Transport::Xrc {
+                        // XRC has what RC has, with its own opcodes, but no
+                        // FLUSH or ATOMIC WRITE.
+                        let rc = request_opcode(Transport::Rc, op, pos);
+                        let xrc = request_opcode(t, op, pos);
+                        let none = matches!(op, SendOp::Flush | SendOp::AtomicWrite);
+                        assert_eq!(xrc.is_none(), rc.is_none() || none, "{op:?} {pos:?}");
+                        if let (Some(x), Some(r)) = (xrc, rc) {
+                            assert_eq!(x.to_u8(), r.to_u8() | 0xa0);
+                        }
+                    }
                     if let Some(o) = request_opcode(t, op, pos) {
                         assert_eq!(o.transport(), t, "{op:?} {pos:?}");
                         assert_eq!(o.position(), pos, "{t:?} {op:?}");
@@ -180,9 +184,33 @@ mod tests {
             assert!(op.is_local());
             assert_eq!(request_opcode(Transport::Rc, op, Position::Only), None);
         }
+        assert_eq!(
+            request_opcode(Transport::Xrc, SendOp::SendInv, Position::Only),
+            Some(Opcode::XrcSendOnlyInv)
+        );
+        assert_eq!(
+            request_opcode(Transport::Xrc, SendOp::CmpSwap, Position::Only),
+            Some(Opcode::XrcCompareSwap)
+        );
+        assert_eq!(
+            request_opcode(Transport::Xrc, SendOp::Flush, Position::Only),
+            None
+        );
+        assert_eq!(
+            request_opcode(Transport::Xrc, SendOp::AtomicWrite, Position::Only),
+            None
+        );
         for pos in positions {
-            assert_eq!(read_response_opcode(pos).position(), pos);
-            assert!(read_response_opcode(pos).is_response());
+            for t in [Transport::Rc, Transport::Xrc] {
+                let o = read_response_opcode(t, pos);
+                assert_eq!(o.position(), pos);
+                assert_eq!(o.transport(), t);
+                assert_eq!(o.operation(), Operation::RdmaReadResponse);
+            }
+            assert_eq!(
+                read_response_opcode(Transport::Uc, pos),
+                read_response_opcode(Transport::Rc, pos)
+            );
         }
     }
 }

@@ -13,6 +13,8 @@ pub enum Transport {
     Uc,
     /// Unreliable datagram (including the GSI QP).
     Ud,
+    /// Extended reliable connected (the initiator side: an XRC INI QP).
+    Xrc,
 }
 
 /// Send work-request opcodes.
@@ -74,6 +76,8 @@ impl SendOp {
         use SendOp::*;
         match t {
             Transport::Rc => true,
+            // XRC has every RC opcode but FLUSH and ATOMIC WRITE.
+            Transport::Xrc => !matches!(self, Flush | AtomicWrite),
             Transport::Uc => matches!(
                 self,
                 RdmaWrite | RdmaWriteImm | Send | SendImm | LocalInv | BindMw | RegMr
@@ -266,6 +270,14 @@ mod tests {
         assert!(!SendOp::RdmaRead.allowed_on(Transport::Uc));
         assert!(!SendOp::CmpSwap.allowed_on(Transport::Uc));
         assert!(SendOp::AtomicWrite.allowed_on(Transport::Rc));
+        for op in (0..64).filter_map(SendOp::from_raw) {
+            let xrc = !matches!(op, SendOp::Flush | SendOp::AtomicWrite);
+            assert_eq!(op.allowed_on(Transport::Xrc), xrc, "{op:?}");
+            // Whatever UC allows, XRC allows too.
+            assert!(!op.allowed_on(Transport::Uc) || op.allowed_on(Transport::Xrc));
+        }
+        assert!(SendOp::RdmaRead.allowed_on(Transport::Xrc));
+        assert!(SendOp::SendInv.allowed_on(Transport::Xrc));
     }
 
     #[test]

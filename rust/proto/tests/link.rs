@@ -5,6 +5,7 @@
 
 mod sim;
 
+use roxe_proto::opcode::Transport;
 use roxe_proto::req;
 use roxe_proto::wr::WcStatus;
 use sim::{LinkCfg, Mix, PairCfg, Sim};
@@ -54,6 +55,34 @@ fn lossy_link_carries_every_operation() {
     assert!(s.dropped > 1000 && s.duplicated > 1000 && s.reordered > 1000);
     assert!(s.retransmitted > 0 && s.seq_naks > 0 && s.rnr_naks > 0);
     // Duplicates of reads and atomics were answered again.
+    assert!(s.read_replays > 0 && s.atomic_acks > s.atomics_executed);
+}
+
+/// The same over XRC: an initiator and a target QP per pair, every request
+/// naming an SRQ in its XRCETH and every answer an XRC opcode (each side
+/// refuses another transport's packets). Every operation XRC has, on the
+/// lossy link, with receives short on one pair.
+#[test]
+fn lossy_link_carries_xrc() {
+    let mut cfgs = [
+        PairCfg::new(256, 0xff_f000, 5_000),
+        PairCfg::new(1024, 0xff_ffff, 5_000),
+    ];
+    for c in &mut cfgs {
+        c.transport = Transport::Xrc;
+    }
+    cfgs[1].recv_target = 2;
+    cfgs[1].recv_period_us = 400;
+    let mut sim = Sim::new(0x5eed_00c0, LinkCfg::LOSSY, &cfgs);
+    let done = sim.run(3_600_000_000);
+    let s = sim.stats().clone();
+    eprintln!("{s:?}");
+    assert!(done, "not finished:\n{}", sim.dump());
+    sim.check_end();
+    assert_eq!(s.completions, 10_000);
+    assert_eq!(s.atomics_executed, s.atomics_posted);
+    assert!(s.dropped > 100 && s.duplicated > 100);
+    assert!(s.retransmitted > 0 && s.seq_naks > 0 && s.rnr_naks > 0);
     assert!(s.read_replays > 0 && s.atomic_acks > s.atomics_executed);
 }
 

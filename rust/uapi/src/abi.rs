@@ -236,7 +236,7 @@ pub struct SendWqe {
     pub swap: u64,
     /// UD: the AH number from [`CreateAhResp`].
     pub ah_num: u32,
-    /// UD: the destination QP number.
+    /// UD: the destination QP number; XRC: the remote XRC SRQ number.
     pub remote_qpn: u32,
     /// UD: the destination Q_Key.
     pub remote_qkey: u32,

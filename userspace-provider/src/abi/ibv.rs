@@ -903,6 +903,12 @@ pub const QPT_RC: u32 = 2;
 pub const QPT_UC: u32 = 3;
 /// `IBV_QPT_UD`.
 pub const QPT_UD: u32 = 4;
+/// `IBV_QPT_XRC_SEND`: an XRC initiator, a send queue whose work requests
+/// each name a remote XRC SRQ.
+pub const QPT_XRC_SEND: u32 = 9;
+/// `IBV_QPT_XRC_RECV`: an XRC target, which receives into the XRC SRQs of
+/// its domain and has no queues of its own.
+pub const QPT_XRC_RECV: u32 = 10;
 
 /// `enum ibv_qp_state`: `IBV_QPS_RESET`.
 pub const QPS_RESET: u32 = 0;
@@ -1094,7 +1100,7 @@ pub struct QpEx {
     pub wr_set_ud_addr:
         Option<unsafe extern "C" fn(qp: *mut QpEx, ah: *mut Ah, remote_qpn: u32, remote_qkey: u32)>,
     /// `wr_set_xrc_srqn`.
-    pub wr_set_xrc_srqn: OpaqueFn,
+    pub wr_set_xrc_srqn: Option<unsafe extern "C" fn(qp: *mut QpEx, remote_srqn: u32)>,
     /// `wr_set_inline_data`.
     pub wr_set_inline_data:
         Option<unsafe extern "C" fn(qp: *mut QpEx, addr: *mut c_void, length: usize)>,
@@ -1231,8 +1237,9 @@ pub struct QpInitAttrEx {
     pub comp_mask: u32,
     /// `pd`.
     pub pd: *mut Pd,
-    /// `xrcd`.
-    pub xrcd: *mut c_void,
+    /// `xrcd`: with `IBV_QP_INIT_ATTR_XRCD`, the domain of an XRC receive
+    /// QP.
+    pub xrcd: *mut Xrcd,
     /// `create_flags` (`enum ibv_qp_create_flags`).
     pub create_flags: u32,
     /// `max_tso_header`.
@@ -1356,6 +1363,105 @@ pub struct SrqInitAttr {
     pub srq_context: *mut c_void,
     /// `attr`: what the caller asks for; set to what it got on success.
     pub attr: SrqAttr,
+}
+
+/// `enum ibv_srq_type`: `IBV_SRQT_BASIC`.
+pub const SRQT_BASIC: u32 = 0;
+/// `IBV_SRQT_XRC`: an SRQ of an XRC domain, which XRC send QPs address by
+/// its number.
+pub const SRQT_XRC: u32 = 1;
+/// `IBV_SRQT_TM`: tag matching.
+pub const SRQT_TM: u32 = 2;
+
+/// `enum ibv_srq_init_attr_mask`: `IBV_SRQ_INIT_ATTR_TYPE`.
+pub const SRQ_INIT_ATTR_TYPE: u32 = 1 << 0;
+/// `IBV_SRQ_INIT_ATTR_PD`.
+pub const SRQ_INIT_ATTR_PD: u32 = 1 << 1;
+/// `IBV_SRQ_INIT_ATTR_XRCD`.
+pub const SRQ_INIT_ATTR_XRCD: u32 = 1 << 2;
+/// `IBV_SRQ_INIT_ATTR_CQ`.
+pub const SRQ_INIT_ATTR_CQ: u32 = 1 << 3;
+/// `IBV_SRQ_INIT_ATTR_TM`.
+pub const SRQ_INIT_ATTR_TM: u32 = 1 << 4;
+
+/// `struct ibv_tm_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TmCap {
+    /// `max_num_tags`.
+    pub max_num_tags: u32,
+    /// `max_ops`.
+    pub max_ops: u32,
+}
+
+/// `struct ibv_srq_init_attr_ex`: `struct ibv_srq_init_attr`'s fields,
+/// then the extended ones that `comp_mask` selects.
+#[repr(C)]
+pub struct SrqInitAttrEx {
+    /// `srq_context`.
+    pub srq_context: *mut c_void,
+    /// `attr`: what the caller asks for; set to what it got on success.
+    pub attr: SrqAttr,
+    /// `comp_mask` (`enum ibv_srq_init_attr_mask`).
+    pub comp_mask: u32,
+    /// `srq_type` (`enum ibv_srq_type`); `IBV_SRQT_BASIC` without
+    /// `IBV_SRQ_INIT_ATTR_TYPE`.
+    pub srq_type: u32,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `xrcd`: the domain of an XRC SRQ.
+    pub xrcd: *mut Xrcd,
+    /// `cq`: the CQ of an XRC SRQ's receive completions.
+    pub cq: *mut Cq,
+    /// `tm_cap`.
+    pub tm_cap: TmCap,
+}
+
+/// `enum ibv_xrcd_init_attr_mask`: `IBV_XRCD_INIT_ATTR_FD`.
+pub const XRCD_INIT_ATTR_FD: u32 = 1 << 0;
+/// `IBV_XRCD_INIT_ATTR_OFLAGS`.
+pub const XRCD_INIT_ATTR_OFLAGS: u32 = 1 << 1;
+
+/// `struct ibv_xrcd_init_attr`: `ibv_open_xrcd`'s argument.
+#[repr(C)]
+pub struct XrcdInitAttr {
+    /// `comp_mask` (`enum ibv_xrcd_init_attr_mask`).
+    pub comp_mask: u32,
+    /// `fd`: the file whose inode names a shared domain, or -1.
+    pub fd: c_int,
+    /// `oflags`: `O_CREAT`, `O_EXCL`.
+    pub oflags: c_int,
+}
+
+/// `struct ibv_xrcd`: an XRC domain.
+#[repr(C)]
+pub struct Xrcd {
+    /// `context`.
+    pub context: *mut Context,
+}
+
+/// `enum ibv_qp_open_attr_mask`: `IBV_QP_OPEN_ATTR_NUM`.
+pub const QP_OPEN_ATTR_NUM: u32 = 1 << 0;
+/// `IBV_QP_OPEN_ATTR_XRCD`.
+pub const QP_OPEN_ATTR_XRCD: u32 = 1 << 1;
+/// `IBV_QP_OPEN_ATTR_CONTEXT`.
+pub const QP_OPEN_ATTR_CONTEXT: u32 = 1 << 2;
+/// `IBV_QP_OPEN_ATTR_TYPE`.
+pub const QP_OPEN_ATTR_TYPE: u32 = 1 << 3;
+
+/// `struct ibv_qp_open_attr`: `ibv_open_qp`'s argument.
+#[repr(C)]
+pub struct QpOpenAttr {
+    /// `comp_mask` (`enum ibv_qp_open_attr_mask`).
+    pub comp_mask: u32,
+    /// `qp_num`: the QP to open.
+    pub qp_num: u32,
+    /// `xrcd`: the domain the QP belongs to.
+    pub xrcd: *mut Xrcd,
+    /// `qp_context`.
+    pub qp_context: *mut c_void,
+    /// `qp_type` (`enum ibv_qp_type`).
+    pub qp_type: u32,
 }
 
 /// `enum ibv_mw_type` is an `int`-sized enum.
@@ -1532,7 +1638,9 @@ pub struct SendWr {
     pub imm_data: u32,
     /// `wr`.
     pub wr: SendWrWr,
-    /// `qp_type.xrc.remote_srqn`, the only member of the `qp_type` union.
+    /// `qp_type.xrc.remote_srqn`, the only member of the `qp_type` union:
+    /// on an XRC send QP, the number of the XRC SRQ that receives the work
+    /// request.
     pub remote_srqn: u32,
     /// The anonymous union of `bind_mw` and `tso`.
     pub extra: SendWrExtra,
@@ -1619,4 +1727,34 @@ pub struct AllocMw {
     pub hdr: uverbs::CmdHdr,
     /// `core_payload`.
     pub core_payload: uverbs::AllocMw,
+}
+
+/// `struct ibv_open_xrcd` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct OpenXrcd {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::OpenXrcd,
+}
+
+/// `struct ibv_create_xsrq` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateXsrq {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::CreateXsrq,
+}
+
+/// `struct ibv_open_qp` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct OpenQp {
+    /// `hdr`.
+    pub hdr: uverbs::CmdHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::OpenQp,
 }

@@ -18,8 +18,14 @@
 //! `ibv_modify_qp`, `ibv_query_qp`, `ibv_create_srq`, `ibv_modify_srq`,
 //! `ibv_query_srq` and `ibv_alloc_mw` restated from rdma-core `v44.0`. The
 //! `driver` responses were checked against C structs of the same shape as
-//! `DECLARE_DRV_CMD` builds. A test reports every mismatch of its group, not
-//! only the first.
+//! `DECLARE_DRV_CMD` builds. The XRC structures (`xrc_layouts`) were printed
+//! the same way: `ibv_xrcd`, `ibv_xrcd_init_attr`, `ibv_tm_cap`,
+//! `ibv_srq_init_attr_ex`, `ibv_qp_open_attr` and the uverbs `open_xrcd`,
+//! `create_xsrq` and `open_qp` structures from the installed headers,
+//! `struct verbs_xrcd`, `struct verbs_srq` and the `kern-abi.h` wrappers
+//! `ibv_open_xrcd`, `ibv_create_xsrq` and `ibv_open_qp` restated from
+//! rdma-core `v44.0`. A test reports every mismatch of its group, not only
+//! the first.
 
 use core::mem::{align_of, offset_of, size_of};
 
@@ -1146,6 +1152,101 @@ fn uverbs_qp_layouts() {
     assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
 }
 
+/// XRC domains, extended (XRC) SRQs and opened QPs: the `verbs.h`,
+/// `driver.h`, `kern-abi.h` and `ib_user_verbs.h` structures.
+#[test]
+fn xrc_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, ibv::Xrcd, size 8, align 8 {
+        context: 0,
+    });
+    assert_layout!(errs, ibv::XrcdInitAttr, size 12, align 4 {
+        comp_mask: 0,
+        fd: 4,
+        oflags: 8,
+    });
+    assert_layout!(errs, verbs::Xrcd, size 16, align 8 {
+        xrcd: 0,
+        xrcd.context: 0,
+        comp_mask: 8,
+        handle: 12,
+    });
+    assert_layout!(errs, ibv::TmCap, size 8, align 4 {
+        max_num_tags: 0,
+        max_ops: 4,
+    });
+    assert_layout!(errs, ibv::SrqInitAttrEx, size 64, align 8 {
+        srq_context: 0,
+        attr: 8,
+        attr.max_wr: 8,
+        attr.max_sge: 12,
+        attr.srq_limit: 16,
+        comp_mask: 20,
+        srq_type: 24,
+        pd: 32,
+        xrcd: 40,
+        cq: 48,
+        tm_cap: 56,
+    });
+    assert_layout!(errs, verbs::Srq, size 160, align 8 {
+        srq: 0,
+        srq.context: 0,
+        srq.handle: 24,
+        srq_type: 128,
+        xrcd: 136,
+        cq: 144,
+        srq_num: 152,
+    });
+    assert_layout!(errs, ibv::QpOpenAttr, size 32, align 8 {
+        comp_mask: 0,
+        qp_num: 4,
+        xrcd: 8,
+        qp_context: 16,
+        qp_type: 24,
+    });
+    assert_layout!(errs, uverbs::OpenXrcd, size 16, align 8 {
+        response: 0,
+        fd: 8,
+        oflags: 12,
+    });
+    assert_layout!(errs, uverbs::OpenXrcdResp, size 4, align 4 {
+        xrcd_handle: 0,
+    });
+    assert_layout!(errs, uverbs::CreateXsrq, size 48, align 8 {
+        response: 0,
+        user_handle: 8,
+        srq_type: 16,
+        pd_handle: 20,
+        max_wr: 24,
+        max_sge: 28,
+        srq_limit: 32,
+        max_num_tags: 36,
+        xrcd_handle: 40,
+        cq_handle: 44,
+    });
+    assert_layout!(errs, uverbs::OpenQp, size 32, align 8 {
+        response: 0,
+        user_handle: 8,
+        pd_handle: 16,
+        qpn: 20,
+        qp_type: 24,
+        reserved: 25,
+    });
+    assert_layout!(errs, ibv::OpenXrcd, size 24, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::CreateXsrq, size 56, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert_layout!(errs, ibv::OpenQp, size 40, align 8 {
+        hdr: 0,
+        core_payload: 8,
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
 /// roxe's responses: core response, then the `roxe_uapi` part right after
 /// it, with no padding in between (the kernel finds the driver part at
 /// exactly `size_of` the core response).
@@ -1260,6 +1361,33 @@ fn ibv_constants() {
     );
     assert_eq!(ibv::QP_INIT_ATTR_SEND_OPS_FLAGS, 64);
     assert_eq!((verbs::QP_XRCD, verbs::QP_EX), (1, 2));
+}
+
+/// The XRC enum values, as a C program printed them from
+/// `<infiniband/verbs.h>` (libibverbs-dev 44.0-2), and
+/// `enum verbs_xrcd_mask` from rdma-core `v44.0`'s `driver.h`.
+#[test]
+fn xrc_constants() {
+    assert_eq!((ibv::QPT_XRC_SEND, ibv::QPT_XRC_RECV), (9, 10));
+    assert_eq!((ibv::SRQT_BASIC, ibv::SRQT_XRC, ibv::SRQT_TM), (0, 1, 2));
+    let srq_mask = [
+        ibv::SRQ_INIT_ATTR_TYPE,
+        ibv::SRQ_INIT_ATTR_PD,
+        ibv::SRQ_INIT_ATTR_XRCD,
+        ibv::SRQ_INIT_ATTR_CQ,
+        ibv::SRQ_INIT_ATTR_TM,
+    ];
+    assert_eq!(srq_mask, [1, 2, 4, 8, 16]);
+    let open_mask = [
+        ibv::QP_OPEN_ATTR_NUM,
+        ibv::QP_OPEN_ATTR_XRCD,
+        ibv::QP_OPEN_ATTR_CONTEXT,
+        ibv::QP_OPEN_ATTR_TYPE,
+    ];
+    assert_eq!(open_mask, [1, 2, 4, 8]);
+    assert_eq!((ibv::XRCD_INIT_ATTR_FD, ibv::XRCD_INIT_ATTR_OFLAGS), (1, 2));
+    assert_eq!(ibv::QP_INIT_ATTR_XRCD, 2);
+    assert_eq!(verbs::XRCD_HANDLE, 1);
 }
 
 /// The flag values libroxe shares with the kernel module (`roxe_uapi`'s

@@ -665,3 +665,68 @@ pub struct AllocMwResp {
     /// `rkey`.
     pub rkey: u32,
 }
+
+/// `struct ib_uverbs_open_xrcd`.
+#[repr(C)]
+#[derive(Default)]
+pub struct OpenXrcd {
+    /// `response`.
+    pub response: u64,
+    /// `fd`.
+    pub fd: u32,
+    /// `oflags`.
+    pub oflags: u32,
+}
+
+/// `struct ib_uverbs_open_xrcd_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct OpenXrcdResp {
+    /// `xrcd_handle`.
+    pub xrcd_handle: u32,
+}
+
+/// `struct ib_uverbs_create_xsrq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateXsrq {
+    /// `response`.
+    pub response: u64,
+    /// `user_handle`.
+    pub user_handle: u64,
+    /// `srq_type`.
+    pub srq_type: u32,
+    /// `pd_handle`.
+    pub pd_handle: u32,
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `srq_limit`.
+    pub srq_limit: u32,
+    /// `max_num_tags`.
+    pub max_num_tags: u32,
+    /// `xrcd_handle`.
+    pub xrcd_handle: u32,
+    /// `cq_handle`.
+    pub cq_handle: u32,
+}
+
+/// `struct ib_uverbs_open_qp`. Its response is `struct
+/// ib_uverbs_create_qp_resp` ([`CreateQpResp`]).
+#[repr(C)]
+#[derive(Default)]
+pub struct OpenQp {
+    /// `response`.
+    pub response: u64,
+    /// `user_handle`.
+    pub user_handle: u64,
+    /// `pd_handle`: the XRC domain's handle.
+    pub pd_handle: u32,
+    /// `qpn`.
+    pub qpn: u32,
+    /// `qp_type`.
+    pub qp_type: u8,
+    /// `reserved`.
+    pub reserved: [u8; 7],
+}

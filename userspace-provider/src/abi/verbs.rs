@@ -217,8 +217,8 @@ context_ops! {
     bind_mw: Option<
         unsafe extern "C" fn(qp: *mut ibv::Qp, mw: *mut ibv::Mw, mw_bind: *mut ibv::MwBind) -> c_int,
     >,
-    /// `close_xrcd`.
-    close_xrcd: OpaqueFn,
+    /// `close_xrcd`: returns 0 or a positive errno.
+    close_xrcd: Option<unsafe extern "C" fn(xrcd: *mut ibv::Xrcd) -> c_int>,
     /// `cq_event`.
     cq_event: OpaqueFn,
     /// `create_ah`: returns NULL with `errno` set on failure.
@@ -262,8 +262,15 @@ context_ops! {
     create_srq: Option<
         unsafe extern "C" fn(pd: *mut ibv::Pd, attr: *mut ibv::SrqInitAttr) -> *mut ibv::Srq,
     >,
-    /// `create_srq_ex`.
-    create_srq_ex: OpaqueFn,
+    /// `create_srq_ex`: returns NULL with `errno` set on failure.
+    /// libibverbs' inline `ibv_create_srq_ex` calls it for every SRQ but a
+    /// basic one with no `comp_mask` bits besides PD and type.
+    create_srq_ex: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            attr: *mut ibv::SrqInitAttrEx,
+        ) -> *mut ibv::Srq,
+    >,
     /// `create_wq`.
     create_wq: OpaqueFn,
     /// `dealloc_mw`: returns 0 or a positive errno.
@@ -300,8 +307,9 @@ context_ops! {
     free_context: Option<unsafe extern "C" fn(context: *mut ibv::Context)>,
     /// `free_dm`.
     free_dm: OpaqueFn,
-    /// `get_srq_num`.
-    get_srq_num: OpaqueFn,
+    /// `get_srq_num`: returns 0 or a positive errno. libibverbs' inline
+    /// `ibv_get_srq_num` calls it for any SRQ of the context.
+    get_srq_num: Option<unsafe extern "C" fn(srq: *mut ibv::Srq, srq_num: *mut u32) -> c_int>,
     /// `import_dm`.
     import_dm: OpaqueFn,
     /// `import_mr`: NULL with `errno` set on failure.
@@ -324,10 +332,17 @@ context_ops! {
     >,
     /// `modify_wq`.
     modify_wq: OpaqueFn,
-    /// `open_qp`.
-    open_qp: OpaqueFn,
-    /// `open_xrcd`.
-    open_xrcd: OpaqueFn,
+    /// `open_qp`: returns NULL with `errno` set on failure.
+    open_qp: Option<
+        unsafe extern "C" fn(context: *mut ibv::Context, attr: *mut ibv::QpOpenAttr) -> *mut ibv::Qp,
+    >,
+    /// `open_xrcd`: returns NULL with `errno` set on failure.
+    open_xrcd: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            attr: *mut ibv::XrcdInitAttr,
+        ) -> *mut ibv::Xrcd,
+    >,
     /// `poll_cq`: returns the number of completions written, or -1 with
     /// `errno` set.
     poll_cq: Option<
@@ -578,7 +593,8 @@ impl Cq {
     };
 }
 
-/// `VERBS_QP_XRCD` of `enum verbs_qp_mask`.
+/// `VERBS_QP_XRCD` of `enum verbs_qp_mask`: `xrcd` is valid (an XRC
+/// receive QP).
 pub const QP_XRCD: u32 = 1 << 0;
 /// `VERBS_QP_EX`: `qp_ex` is valid, and `ibv_qp_to_qp_ex` returns it.
 pub const QP_EX: u32 = 1 << 1;
@@ -596,8 +612,8 @@ pub struct Qp {
     /// reset it; roxe then sets [`QP_EX`] on QPs created with
     /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
     pub comp_mask: u32,
-    /// `xrcd`.
-    pub xrcd: *mut c_void,
+    /// `xrcd`: an XRC receive QP's domain, with [`QP_XRCD`].
+    pub xrcd: *mut Xrcd,
 }
 
 /// The anonymous union at the start of `struct verbs_qp`.
@@ -617,5 +633,65 @@ impl Qp {
         },
         comp_mask: 0,
         xrcd: core::ptr::null_mut(),
+    };
+}
+
+/// `VERBS_XRCD_HANDLE` of `enum verbs_xrcd_mask`: `handle` is valid.
+pub const XRCD_HANDLE: u32 = 1 << 0;
+
+/// `struct verbs_xrcd`: a provider's XRC domain; `ibv_xrcd` comes first.
+///
+/// `ibv_cmd_open_xrcd` fills it in; the other commands that name a domain
+/// (XRC SRQs, XRC receive QPs, `ibv_open_qp`) send its `handle`.
+#[repr(C)]
+pub struct Xrcd {
+    /// `xrcd`.
+    pub xrcd: ibv::Xrcd,
+    /// `comp_mask` (`enum verbs_xrcd_mask`).
+    pub comp_mask: u32,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+}
+
+impl Xrcd {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        xrcd: ibv::Xrcd {
+            context: core::ptr::null_mut(),
+        },
+        comp_mask: 0,
+        handle: 0,
+    };
+}
+
+/// `struct verbs_srq`: a provider's SRQ; `ibv_srq` comes first, then what
+/// `ibv_cmd_create_srq_ex` records of an extended SRQ.
+///
+/// libibverbs reads none of these fields itself, but its inline
+/// `ibv_get_srq_num` reaches every SRQ, so every SRQ roxe makes is a whole
+/// `verbs_srq`, whichever verb created it.
+#[repr(C)]
+pub struct Srq {
+    /// `srq`.
+    pub srq: ibv::Srq,
+    /// `srq_type` (`enum ibv_srq_type`).
+    pub srq_type: u32,
+    /// `xrcd`: an XRC SRQ's domain.
+    pub xrcd: *mut Xrcd,
+    /// `cq`: the CQ `IBV_SRQ_INIT_ATTR_CQ` named.
+    pub cq: *mut ibv::Cq,
+    /// `srq_num`: the SRQ number, which `ibv_cmd_create_srq_ex` sets for
+    /// an XRC SRQ.
+    pub srq_num: u32,
+}
+
+impl Srq {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        srq: ibv::Srq::ZERO,
+        srq_type: 0,
+        xrcd: core::ptr::null_mut(),
+        cq: core::ptr::null_mut(),
+        srq_num: 0,
     };
 }

@@ -12,7 +12,8 @@
 //! - [`ah`]: address handles;
 //! - [`qp`]: queue pairs, their mapped rings, posting (`post_send` and
 //!   the `ibv_wr_*` interface) and the doorbell;
-//! - [`srq`]: shared receive queues;
+//! - [`srq`]: shared receive queues, basic and XRC;
+//! - [`xrcd`]: XRC domains;
 //! - [`mw`]: memory windows and `ibv_bind_mw`;
 //! - [`lock`], [`mapping`]: the spin lock of CQs, QPs and SRQs, and the
 //!   `mmap` of a ring.
@@ -23,8 +24,9 @@
 //! `_verbs_init_and_alloc_context`, `verbs_uninit_context`,
 //! `ibv_close_device`, `verbs_init_cq`), `libibverbs/verbs.c` (the public
 //! verbs that call the ops), and the `ibv_cmd_*` helpers in
-//! `libibverbs/cmd.c`, `cmd_pd.c`, `cmd_mr.c`, `cmd_cq.c`, `cmd_ah.c`,
-//! `cmd_qp.c`, `cmd_srq.c`, `cmd_mw.c` and `cmd_device.c`.
+//! `libibverbs/cmd.c` (also `ibv_cmd_open_xrcd` and `ibv_cmd_open_qp`),
+//! `cmd_pd.c`, `cmd_mr.c`, `cmd_cq.c`, `cmd_ah.c`, `cmd_qp.c`, `cmd_srq.c`,
+//! `cmd_mw.c`, `cmd_xrcd.c` and `cmd_device.c`.
 
 mod ah;
 mod cq;
@@ -34,6 +36,7 @@ mod mw;
 mod pd;
 mod qp;
 mod srq;
+mod xrcd;
 
 use core::alloc::Layout;
 use core::ffi::{CStr, c_char, c_int, c_void};
@@ -97,6 +100,17 @@ unsafe extern "C" {
         resp_size: usize,
     ) -> c_int;
     fn ibv_cmd_dealloc_pd(pd: *mut ibv::Pd) -> c_int;
+    fn ibv_cmd_open_xrcd(
+        context: *mut ibv::Context,
+        xrcd: *mut verbs::Xrcd,
+        vxrcd_size: c_int,
+        attr: *mut ibv::XrcdInitAttr,
+        cmd: *mut ibv::OpenXrcd,
+        cmd_size: usize,
+        resp: *mut uverbs::OpenXrcdResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_close_xrcd(xrcd: *mut verbs::Xrcd) -> c_int;
     fn ibv_cmd_reg_mr(
         pd: *mut ibv::Pd,
         addr: *mut c_void,
@@ -202,6 +216,16 @@ unsafe extern "C" {
         cmd: *mut ibv::QueryQp,
         cmd_size: usize,
     ) -> c_int;
+    fn ibv_cmd_open_qp(
+        context: *mut ibv::Context,
+        qp: *mut verbs::Qp,
+        vqp_sz: c_int,
+        attr: *mut ibv::QpOpenAttr,
+        cmd: *mut ibv::OpenQp,
+        cmd_size: usize,
+        resp: *mut uverbs::CreateQpResp,
+        resp_size: usize,
+    ) -> c_int;
     fn ibv_cmd_destroy_qp(qp: *mut ibv::Qp) -> c_int;
     fn ibv_cmd_attach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int;
     fn ibv_cmd_detach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int;
@@ -215,6 +239,15 @@ unsafe extern "C" {
         srq: *mut ibv::Srq,
         attr: *mut ibv::SrqInitAttr,
         cmd: *mut ibv::CreateSrq,
+        cmd_size: usize,
+        resp: *mut uverbs::CreateSrqResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_create_srq_ex(
+        context: *mut ibv::Context,
+        srq: *mut verbs::Srq,
+        attr_ex: *mut ibv::SrqInitAttrEx,
+        cmd: *mut ibv::CreateXsrq,
         cmd_size: usize,
         resp: *mut uverbs::CreateSrqResp,
         resp_size: usize,
@@ -325,11 +358,14 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     modify_qp: Some(qp::modify_qp),
     query_qp: Some(qp::query_qp),
     destroy_qp: Some(qp::destroy_qp),
+    open_qp: Some(qp::open_qp),
     attach_mcast: Some(qp::attach_mcast),
     detach_mcast: Some(qp::detach_mcast),
     post_send: Some(qp::post_send),
     post_recv: Some(qp::post_recv),
     create_srq: Some(srq::create_srq),
+    create_srq_ex: Some(srq::create_srq_ex),
+    get_srq_num: Some(srq::get_srq_num),
     modify_srq: Some(srq::modify_srq),
     query_srq: Some(srq::query_srq),
     destroy_srq: Some(srq::destroy_srq),
@@ -337,6 +373,8 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     alloc_mw: Some(mw::alloc_mw),
     bind_mw: Some(mw::bind_mw),
     dealloc_mw: Some(mw::dealloc_mw),
+    open_xrcd: Some(xrcd::open_xrcd),
+    close_xrcd: Some(xrcd::close_xrcd),
     ..verbs::ContextOps::EMPTY
 };
 
@@ -681,5 +719,24 @@ unsafe extern "C" fn query_port(
             &raw mut cmd,
             size_of_val(&cmd),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The XRC ops reach libibverbs: `verbs_set_ops` copies only the
+    /// entries that are set, and every one left NULL stays libibverbs'
+    /// `EOPNOTSUPP` dummy.
+    #[test]
+    fn the_xrc_ops_are_set() {
+        let o = &CONTEXT_OPS;
+        assert!(o.open_xrcd.is_some() && o.close_xrcd.is_some());
+        assert!(o.create_srq_ex.is_some() && o.get_srq_num.is_some());
+        assert!(o.open_qp.is_some() && o.create_qp_ex.is_some());
+        // Still unsupported.
+        assert!(o.post_srq_ops.is_none() && o.create_wq.is_none());
+        assert!(o.create_rwq_ind_table.is_none());
     }
 }

@@ -3,6 +3,12 @@
 //! Shared receive queues: creation with a mapped ring, modify, query and
 //! destroy through the kernel, and posting receives into the ring without
 //! entering the kernel (as for a QP's own receive queue).
+//!
+//! Basic SRQs come from `create_srq` (or `create_srq_ex`), XRC SRQs from
+//! `create_srq_ex`. Both get the same driver response and the same ring,
+//! and post the same way; an XRC SRQ also belongs to an XRC domain, has a
+//! CQ of its own, and is addressed by its number ([`get_srq_num`]), which
+//! XRC send QPs put into their work requests.
 
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
@@ -13,40 +19,62 @@ use super::lock::SpinLock;
 use super::mapping::WqMapping;
 use super::qp::post_recv_list;
 use super::{
-    cmd_result, drop_box, errno_ret, ibv_cmd_create_srq, ibv_cmd_destroy_srq, ibv_cmd_modify_srq,
-    ibv_cmd_query_srq, set_errno, try_box,
+    cmd_result, drop_box, errno_ret, ibv_cmd_create_srq, ibv_cmd_create_srq_ex,
+    ibv_cmd_destroy_srq, ibv_cmd_modify_srq, ibv_cmd_query_srq, set_errno, try_box,
 };
-use crate::abi::{driver, ibv};
+use crate::abi::{driver, ibv, verbs};
 use crate::errno::Errno;
-use crate::qp::{RECV_WQE_HEADER, RecvQueue};
+use crate::qp::{RECV_WQE_HEADER, RecvQueue, check_srq_init_attr};
 use crate::wq::{self, Producer};
 
-/// A roxe SRQ: libibverbs' `ibv_srq`, then the ring.
+/// A roxe SRQ: libibverbs' `verbs_srq`, then the ring.
 ///
-/// [`create_srq`] allocates it with `try_box`, [`destroy_srq`] frees it.
-/// roxe offers only basic SRQs (no XRC, no tag matching), so the plain
-/// `ibv_srq` suffices: libibverbs reads the `verbs_srq` fields only for
-/// XRC SRQs, through `create_srq_ex` and `get_srq_num`, which roxe leaves
-/// unimplemented.
+/// [`create_srq`] and [`create_srq_ex`] allocate it with `try_box`,
+/// [`destroy_srq`] frees it. Basic SRQs are whole `verbs_srq`s too:
+/// libibverbs' inline `ibv_get_srq_num` hands [`get_srq_num`] any SRQ,
+/// which reads `srq_num` there.
+///
+/// # Invariants
+///
+/// `vsrq.srq_num` holds the SRQ's number once creation has succeeded, and
+/// does not change after that.
 #[repr(C)]
 pub(super) struct Srq {
-    /// libibverbs' part. libibverbs writes `events_completed` from any
+    /// libibverbs' part. libibverbs writes `srq.events_completed` from any
     /// thread (under `srq->mutex`), so it is an `UnsafeCell`, and roxe
     /// touches it only through raw pointers.
-    ibv: UnsafeCell<ibv::Srq>,
+    vsrq: UnsafeCell<verbs::Srq>,
     /// The ring; `None` until creation has mapped it.
     rq: SpinLock<Option<RecvQueue<WqMapping>>>,
 }
 
 impl Srq {
+    /// An SRQ before the kernel knows it: `vsrq` (zeroed, as libibverbs
+    /// expects from `calloc`, but for what the provider fills in), no ring.
+    fn new(vsrq: verbs::Srq) -> Self {
+        Self {
+            vsrq: UnsafeCell::new(vsrq),
+            rq: SpinLock::new(None),
+        }
+    }
+
     /// The `Srq` around an `ibv_srq`.
     ///
     /// # Safety
     ///
     /// `ibsrq` is the `ibv_srq` of a live `Srq` that stays live for `'a`.
     unsafe fn from_ibv<'a>(ibsrq: *mut ibv::Srq) -> &'a Self {
-        // SAFETY: `ibv` is the first field of a live `Srq` per the contract.
-        unsafe { &*ibsrq.byte_sub(offset_of!(Srq, ibv)).cast::<Self>() }
+        let offset = offset_of!(Srq, vsrq) + offset_of!(verbs::Srq, srq);
+        // SAFETY: `ibv_srq` is the `srq` field of the `vsrq` field of a live
+        // `Srq` per the contract.
+        unsafe { &*ibsrq.byte_sub(offset).cast::<Self>() }
+    }
+
+    /// This SRQ as libibverbs' `ibv_srq`.
+    fn ibv(&self) -> *mut ibv::Srq {
+        // SAFETY: a field projection within this live `Srq`; nothing is
+        // read or written.
+        unsafe { &raw mut (*self.vsrq.get()).srq }
     }
 }
 
@@ -80,16 +108,13 @@ pub(super) unsafe extern "C" fn create_srq(
         set_errno(Errno::EINVAL);
         return ptr::null_mut();
     }
-    let Some(srq) = try_box(Srq {
-        ibv: UnsafeCell::new(ibv::Srq::ZERO),
-        rq: SpinLock::new(None),
-    }) else {
+    let Some(srq) = try_box(Srq::new(verbs::Srq::ZERO)) else {
         set_errno(Errno::ENOMEM);
         return ptr::null_mut();
     };
     // SAFETY: `srq` is live and only this thread knows it.
     let srq_ref = unsafe { srq.as_ref() };
-    let ibsrq = srq_ref.ibv.get();
+    let ibsrq = srq_ref.ibv();
     let mut cmd = ibv::CreateSrq::default();
     let mut resp = driver::CreateSrqResp::default();
     // SAFETY: `pd` and `attr` are valid per the contract; `ibsrq` is a
@@ -114,10 +139,34 @@ pub(super) unsafe extern "C" fn create_srq(
         set_errno(err);
         return ptr::null_mut();
     }
-    // SAFETY: the command succeeded, so `ibsrq->context` is the PD's open
-    // context; `attr` holds the granted limits.
-    let (fd, max_sge) = unsafe { ((*(*ibsrq).context).cmd_fd, (*attr).attr.max_sge) };
-    match map_queue(fd, &resp.drv, max_sge) {
+    // INVARIANT: libibverbs records no number for a basic SRQ; the
+    // driver's is its number.
+    // SAFETY: `srq` is live and unpublished.
+    unsafe { (*srq_ref.vsrq.get()).srq_num = resp.drv.srq_num };
+    // SAFETY: the command succeeded; `attr` holds the granted limits.
+    unsafe { map_created(srq, &resp.drv, (*attr).attr.max_sge) }
+}
+
+/// Maps the ring of an SRQ the kernel has just created, and returns the
+/// SRQ; or, if that fails, destroys the kernel SRQ again, frees `srq` and
+/// returns NULL with `errno` set.
+///
+/// # Safety
+///
+/// `srq` came from `try_box`, is unpublished, and the create command for
+/// it succeeded (so `ibv_srq.context` is its open context). `max_sge` is
+/// what the kernel granted.
+unsafe fn map_created(
+    srq: NonNull<Srq>,
+    resp: &roxe_uapi::CreateSrqResp,
+    max_sge: u32,
+) -> *mut ibv::Srq {
+    // SAFETY: `srq` is live per the contract.
+    let srq_ref = unsafe { srq.as_ref() };
+    let ibsrq = srq_ref.ibv();
+    // SAFETY: the command succeeded, so `ibsrq->context` is open.
+    let fd = unsafe { (*(*ibsrq).context).cmd_fd };
+    match map_queue(fd, resp, max_sge) {
         Ok(rq) => {
             *srq_ref.rq.lock() = Some(rq);
             ibsrq
@@ -132,6 +181,120 @@ pub(super) unsafe extern "C" fn create_srq(
             ptr::null_mut()
         }
     }
+}
+
+/// `verbs_context_ops.create_srq_ex`: a basic or an XRC SRQ
+/// (`ibv_create_srq_ex`; libibverbs turns the simplest basic ones into
+/// `ibv_create_srq` itself).
+///
+/// An XRC SRQ (`IBV_SRQT_XRC` with a PD, an XRC domain and a CQ) gets the
+/// same kind of ring as a basic one, and `ibv_cmd_create_srq_ex` records
+/// its domain, CQ and number in the `verbs_srq`. Unlike `ibv_create_srq`,
+/// libibverbs fills in neither `srq_context` nor `pd` afterwards, so this
+/// does.
+///
+/// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for tag matching
+/// SRQs and unknown `comp_mask` bits, `EINVAL` for an unknown type or a
+/// missing PD (or, for XRC, domain or CQ) ([`check_srq_init_attr`]), and
+/// otherwise as [`create_srq`]. On success `attr->attr` holds the granted
+/// `max_wr` and `max_sge`.
+///
+/// # Safety
+///
+/// `context` is an open roxe context; `attr` is NULL or a readable and
+/// writable `ibv_srq_init_attr_ex` whose PD, XRC domain and CQ are NULL or
+/// live roxe objects of `context`.
+pub(super) unsafe extern "C" fn create_srq_ex(
+    context: *mut ibv::Context,
+    attr: *mut ibv::SrqInitAttrEx,
+) -> *mut ibv::Srq {
+    // SAFETY: NULL or valid per the contract.
+    let Some(a) = (unsafe { attr.as_mut() }) else {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    };
+    let srq_type = match check_srq_init_attr(a.comp_mask, a.srq_type) {
+        Ok(t) => t,
+        Err(err) => {
+            set_errno(err);
+            return ptr::null_mut();
+        }
+    };
+    // `ibv_cmd_create_srq_ex` reads the handles through these pointers
+    // without looking at them first.
+    let xrc = srq_type == ibv::SRQT_XRC;
+    if a.pd.is_null() || xrc && (a.xrcd.is_null() || a.cq.is_null()) {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    }
+    let vsrq = verbs::Srq {
+        srq: ibv::Srq {
+            srq_context: a.srq_context,
+            pd: a.pd,
+            ..ibv::Srq::ZERO
+        },
+        ..verbs::Srq::ZERO
+    };
+    let Some(srq) = try_box(Srq::new(vsrq)) else {
+        set_errno(Errno::ENOMEM);
+        return ptr::null_mut();
+    };
+    // SAFETY: `srq` is live and only this thread knows it.
+    let srq_ref = unsafe { srq.as_ref() };
+    let mut cmd = ibv::CreateXsrq::default();
+    let mut resp = driver::CreateSrqResp::default();
+    // SAFETY: `context` and the objects `a` names are valid per the
+    // contract and the checks above; `vsrq` is a `verbs_srq` at its final
+    // address (the kernel's user handle); `cmd` is writable for its core
+    // size (no driver input); `resp` is writable for its full size, with
+    // the driver part right after `ibv_resp`, as for `create_srq`.
+    let ret = unsafe {
+        ibv_cmd_create_srq_ex(
+            context,
+            srq_ref.vsrq.get(),
+            a,
+            &raw mut cmd,
+            size_of_val(&cmd),
+            &raw mut resp.ibv_resp,
+            size_of_val(&resp),
+        )
+    };
+    if let Err(err) = cmd_result(ret) {
+        // SAFETY: `srq` came from `try_box` and was never published.
+        unsafe { drop_box(srq) };
+        set_errno(err);
+        return ptr::null_mut();
+    }
+    if !xrc {
+        // INVARIANT: as in `create_srq`. For an XRC SRQ,
+        // `ibv_cmd_create_srq_ex` has stored the kernel's number.
+        // SAFETY: `srq` is live and unpublished.
+        unsafe { (*srq_ref.vsrq.get()).srq_num = resp.drv.srq_num };
+    }
+    // SAFETY: the command succeeded; `a` holds the granted limits.
+    unsafe { map_created(srq, &resp.drv, a.attr.max_sge) }
+}
+
+/// `verbs_context_ops.get_srq_num`: the SRQ's number (`ibv_get_srq_num`),
+/// which XRC send QPs name to reach an XRC SRQ. Every roxe SRQ has one,
+/// basic SRQs too (as with mlx5). Returns 0, or `EINVAL` if `srq_num` is
+/// NULL.
+///
+/// # Safety
+///
+/// `ibsrq` is a live roxe SRQ and `srq_num` NULL or writable.
+pub(super) unsafe extern "C" fn get_srq_num(ibsrq: *mut ibv::Srq, srq_num: *mut u32) -> c_int {
+    // SAFETY: NULL or writable per the contract.
+    let Some(out) = (unsafe { srq_num.as_mut() }) else {
+        return Errno::EINVAL.get();
+    };
+    // SAFETY: `ibsrq` is a live roxe SRQ per the contract.
+    let srq = unsafe { Srq::from_ibv(ibsrq) };
+    // SAFETY: `srq_num` does not change after creation (the invariant), and
+    // libibverbs writes only other fields; the read goes through a raw
+    // pointer, so it makes no reference to those.
+    *out = unsafe { (*srq.vsrq.get()).srq_num };
+    0
 }
 
 /// `ibv_srq_attr_mask`'s `IBV_SRQ_MAX_WR`: resize.
@@ -187,7 +350,7 @@ pub(super) unsafe extern "C" fn modify_srq(
         return Errno::EINVAL.get();
     };
     // SAFETY: the SRQ was created, so its context is open.
-    let fd = unsafe { (*(*srq.ibv.get()).context).cmd_fd };
+    let fd = unsafe { (*(*srq.ibv()).context).cmd_fd };
     // The old ring is unmapped when it is replaced.
     match remap_queue(fd, &info, max_sge) {
         Ok(rq) => {
@@ -244,11 +407,12 @@ pub(super) unsafe extern "C" fn destroy_srq(ibsrq: *mut ibv::Srq) -> c_int {
     if let Err(err) = cmd_result(ret) {
         return err.get();
     }
+    let offset = offset_of!(Srq, vsrq) + offset_of!(verbs::Srq, srq);
     // SAFETY: as in `Srq::from_ibv`.
-    let srq = unsafe { ibsrq.byte_sub(offset_of!(Srq, ibv)) }.cast::<Srq>();
+    let srq = unsafe { ibsrq.byte_sub(offset) }.cast::<Srq>();
     if let Some(srq) = NonNull::new(srq) {
-        // SAFETY: every roxe SRQ comes from `try_box` in `create_srq`; the
-        // kernel SRQ is gone and nothing uses it.
+        // SAFETY: every roxe SRQ comes from `try_box` in `create_srq` or
+        // `create_srq_ex`; the kernel SRQ is gone and nothing uses it.
         unsafe { drop_box(srq) };
     }
     0
@@ -308,13 +472,11 @@ mod tests {
             srq_num: 1,
             _reserved: 0,
         };
-        let srq = try_box(Srq {
-            ibv: UnsafeCell::new(ibv::Srq::ZERO),
-            rq: SpinLock::new(Some(map_queue(backing.fd(), &resp, 3).expect("maps"))),
-        })
-        .expect("allocate an SRQ");
+        let srq = try_box(Srq::new(verbs::Srq::ZERO)).expect("allocate an SRQ");
         // SAFETY: `srq` is live and only this test uses it.
-        let ibsrq = unsafe { srq.as_ref() }.ibv.get();
+        let srq_ref = unsafe { srq.as_ref() };
+        *srq_ref.rq.lock() = Some(map_queue(backing.fd(), &resp, 3).expect("maps"));
+        let ibsrq = srq_ref.ibv();
         let mut wrs: Vec<ibv::RecvWr> = (1..=3)
             .map(|id| ibv::RecvWr {
                 wr_id: id,
@@ -336,6 +498,80 @@ mod tests {
         assert_eq!(u64::from_ne_bytes(first.try_into().expect("8")), 1);
         // SAFETY: `srq` came from `try_box` and is no longer used.
         unsafe { drop_box(srq) };
+    }
+
+    #[test]
+    fn get_srq_num_reads_the_verbs_srq() {
+        let vsrq = verbs::Srq {
+            srq_type: ibv::SRQT_XRC,
+            srq_num: 0x00ab_cdef,
+            ..verbs::Srq::ZERO
+        };
+        let srq = try_box(Srq::new(vsrq)).expect("allocate an SRQ");
+        // SAFETY: `srq` is live and only this test uses it.
+        let ibsrq = unsafe { srq.as_ref() }.ibv();
+        let mut num = 0;
+        // SAFETY: the SRQ is live; `num` is writable, or NULL.
+        let (ret, null) = unsafe {
+            (
+                get_srq_num(ibsrq, &raw mut num),
+                get_srq_num(ibsrq, ptr::null_mut()),
+            )
+        };
+        assert_eq!((ret, num), (0, 0x00ab_cdef));
+        assert_eq!(null, Errno::EINVAL.get());
+        // SAFETY: `srq` came from `try_box` and is no longer used.
+        unsafe { drop_box(srq) };
+    }
+
+    #[test]
+    fn create_srq_ex_refuses_before_the_kernel() {
+        use crate::ffi::last_errno;
+        let mut pd = ibv::Pd::ZERO;
+        let pd = &raw mut pd;
+        let mut xrcd = verbs::Xrcd::ZERO;
+        let create = |comp_mask, srq_type, xrcd: *mut ibv::Xrcd, cq: *mut ibv::Cq| {
+            let mut attr = ibv::SrqInitAttrEx {
+                srq_context: ptr::null_mut(),
+                attr: ibv::SrqAttr::default(),
+                comp_mask,
+                srq_type,
+                pd,
+                xrcd,
+                cq,
+                tm_cap: ibv::TmCap::default(),
+            };
+            // SAFETY: every case fails its checks before the context
+            // (NULL here) or the objects are used.
+            let srq = unsafe { create_srq_ex(ptr::null_mut(), &raw mut attr) };
+            assert!(srq.is_null());
+            last_errno()
+        };
+        let xrc = ibv::SRQ_INIT_ATTR_TYPE
+            | ibv::SRQ_INIT_ATTR_PD
+            | ibv::SRQ_INIT_ATTR_XRCD
+            | ibv::SRQ_INIT_ATTR_CQ;
+        let x = &raw mut xrcd.xrcd;
+        let tm = ibv::SRQT_TM;
+        assert_eq!(create(xrc, tm, x, ptr::null_mut()), Errno::EOPNOTSUPP);
+        let tm_bit = xrc | ibv::SRQ_INIT_ATTR_TM;
+        assert_eq!(
+            create(tm_bit, ibv::SRQT_XRC, x, ptr::null_mut()),
+            Errno::EOPNOTSUPP
+        );
+        // An XRC SRQ without the CQ bit, and with the bit but no CQ.
+        let no_cq = xrc & !ibv::SRQ_INIT_ATTR_CQ;
+        assert_eq!(
+            create(no_cq, ibv::SRQT_XRC, x, ptr::null_mut()),
+            Errno::EINVAL
+        );
+        assert_eq!(
+            create(xrc, ibv::SRQT_XRC, x, ptr::null_mut()),
+            Errno::EINVAL
+        );
+        // SAFETY: a NULL attribute is refused first.
+        assert!(unsafe { create_srq_ex(ptr::null_mut(), ptr::null_mut()) }.is_null());
+        assert_eq!(last_errno(), Errno::EINVAL);
     }
 
     #[test]

@@ -148,6 +148,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_drop_address"),
     c_str!("rx_drop_invalid"),
     c_str!("rx_drop_not_present"),
+    c_str!("rx_drop_xrc_srq"),
 ];
 
 /// A device's packet counters.
@@ -296,11 +297,15 @@ pub(crate) enum Drop {
     /// yet: nothing was done, a fault was asked for, and the packet comes
     /// again (RC: an RNR NAK, or the requester asks again).
     NotPresent,
+    /// An XRC request naming an SRQ that does not exist, is not an XRC SRQ,
+    /// or belongs to another XRC domain than the target QP's; or a packet
+    /// inside an XRC SEND naming another SRQ than the message began with.
+    XrcSrq,
 }
 
 impl Drop {
     /// All reasons, in counter order.
-    const ALL: [Drop; 12] = [
+    const ALL: [Drop; 13] = [
         Drop::Transport,
         Drop::State,
         Drop::Qkey,
@@ -313,5 +318,6 @@ impl Drop {
         Drop::Address,
         Drop::Invalid,
         Drop::NotPresent,
+        Drop::XrcSrq,
     ];
 }

@@ -7,9 +7,10 @@
 //! the object modules.
 
 use crate::keys;
-use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_MR, MAX_MW, MAX_PD, MAX_QP, MAX_SRQ};
+use crate::limits::{Budget, MAX_AH, MAX_CQ, MAX_MR, MAX_MW, MAX_PD, MAX_QP, MAX_SRQ, MAX_XRCD};
 use crate::net::{NetDevice, Rtnl};
 use crate::rdma::device::ParentDevice;
+use crate::rdma::srq::SrqRef;
 use crate::table::{QpIndex, Table};
 use core::sync::atomic::AtomicBool;
 use kernel::prelude::*;
@@ -46,9 +47,11 @@ pub(crate) struct RoxeDev {
     /// Whether the GSI QP (QP1) exists.
     pub(crate) gsi_taken: AtomicBool,
     pub(crate) srqs: Budget,
-    /// Live SRQs by number.
+    /// Live SRQs by number (the entry is filled once the SRQ is
+    /// initialised): XRC packets name the SRQ they are for.
     #[pin]
-    pub(crate) srq_table: Table<()>,
+    pub(crate) srq_table: Table<Option<SrqRef<Roxe>>>,
+    pub(crate) xrcds: Budget,
     pub(crate) mws: Budget,
     /// Multicast groups and their QPs.
     #[pin]
@@ -77,6 +80,7 @@ impl PinnedDrop for RoxeDev {
             ("AHs", self.ahs.in_use()),
             ("QPs", self.qps.in_use()),
             ("SRQs", self.srqs.in_use()),
+            ("XRCDs", self.xrcds.in_use()),
             ("MWs", self.mws.in_use()),
             (
                 "GSI QPs",
@@ -131,6 +135,7 @@ impl RoxeDev {
             gsi_taken: AtomicBool::new(false),
             srqs: Budget::new(MAX_SRQ),
             srq_table <- Table::new(MAX_SRQ),
+            xrcds: Budget::new(MAX_XRCD),
             mws: Budget::new(MAX_MW),
             mcast <- crate::mcast::Groups::new(),
             parent,

@@ -33,6 +33,10 @@ pub(crate) const MAX_QP_WR: u32 = 1 << 20;
 pub(crate) const MAX_QP_RD_ATOM: u32 = 128;
 /// Shared receive queues per device (rxe: 2^20 - 0x20001).
 pub(crate) const MAX_SRQ: u32 = (1 << 20) - 0x2_0001;
+/// XRC domains per device. The core shares one between every process that
+/// opens the same file, so a few are plenty; the limit bounds what a user
+/// can make the kernel allocate.
+pub(crate) const MAX_XRCD: u32 = 1 << 16;
 /// Work requests per SRQ (rxe: 2^20).
 pub(crate) const MAX_SRQ_WR: u32 = 1 << 20;
 /// Scatter/gather entries per SRQ receive (rxe: 27).

@@ -241,7 +241,7 @@ fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Re
         return Err(Drop::State);
     }
     // A connected QP hears only its peer, at the address it was given.
-    let connected = matches!(this.qp_type, QpType::Rc | QpType::Uc);
+    let connected = this.qp_type.is_connected();
     if connected && !st.path.as_ref().is_some_and(|p| p.carries(meta.ip)) {
         return Err(Drop::Address);
     }
@@ -256,6 +256,8 @@ fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Re
     }
     match this.qp_type {
         QpType::Ud | QpType::Gsi => recv_ud(qp, &mut st, pkt, meta.ip),
+        // An XRC initiator has no receive side: requests go to targets.
+        QpType::XrcIni => Err(Drop::Transport),
         _ => respond(qp, &mut st, pkt),
     }
 }

@@ -9,8 +9,9 @@ use crate::proto::qp as qpx;
 use crate::proto::ring::Geometry;
 use crate::rdma::device::Device;
 use crate::rdma::qp::Sge;
-use crate::rdma::srq::{Srq, SrqAttr, SrqModify};
+use crate::rdma::srq::{Srq, SrqAttr, SrqModify, SrqRef};
 use crate::rdma::udata::UData;
+use crate::rdma::xrcd::XrcdId;
 use crate::ring::Ring;
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::uapi::{CreateSrqResp, ModifySrqCmd, RecvWqe, RingInfo};
@@ -49,7 +50,7 @@ struct SrqNumber<'a> {
 impl<'a> SrqNumber<'a> {
     fn take(dev: &'a crate::device::RoxeDev) -> Result<Self> {
         let unit = dev.srqs.take_unit()?;
-        let num = dev.srq_table.insert(())?;
+        let num = dev.srq_table.insert(None)?;
         unit.keep();
         Ok(SrqNumber { dev, num })
     }
@@ -71,7 +72,7 @@ pub(crate) fn create<'a>(
     dev: &'a Device<Roxe>,
     attr: &SrqAttr,
     udata: Option<&UData<'_>>,
-) -> Result<(impl PinInit<RoxeSrq, Error> + 'a, SrqAttr)> {
+) -> Result<(impl PinInit<RoxeSrq, Error> + 'a, SrqAttr, u32)> {
     if attr.max_wr == 0
         || attr.max_wr > MAX_SRQ_WR
         || attr.max_sge > MAX_SRQ_SGE
@@ -132,7 +133,22 @@ pub(crate) fn create<'a>(
         number.keep();
         Ok(())
     });
-    Ok((init, granted))
+    Ok((init, granted, num))
+}
+
+/// Enters an initialised SRQ in the device's index, where XRC packets find
+/// it by number ([`find_xrc`]); `destroy` takes it out.
+pub(crate) fn publish(srq: &Srq<Roxe>) {
+    let d = srq.device().data();
+    d.srq_table.replace(srq.data().num, Some(srq.new_ref()));
+}
+
+/// The XRC SRQ numbered `num` on `dev`, if it exists and belongs to XRC
+/// domain `xrcd`: an XRC target QP takes only what is sent to an SRQ of its
+/// own domain. Counted: the SRQ lives while the reference does.
+pub(crate) fn find_xrc(dev: &Device<Roxe>, num: u32, xrcd: XrcdId) -> Option<SrqRef<Roxe>> {
+    let srq = dev.data().srq_table.with(num, |e| e.clone()).flatten()?;
+    (srq.xrcd() == Some(xrcd)).then_some(srq)
 }
 
 fn ring_for(udata: Option<&UData<'_>>, g: Geometry, slot: usize) -> Result<Ring<RecvWqe>> {

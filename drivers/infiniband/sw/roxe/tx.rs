@@ -255,6 +255,7 @@ pub(crate) fn wire(t: QpType) -> Wire {
         QpType::Rc => Wire::Rc,
         QpType::Uc => Wire::Uc,
         QpType::Ud | QpType::Gsi => Wire::Ud,
+        QpType::XrcIni | QpType::XrcTgt => Wire::Xrc,
     }
 }
 

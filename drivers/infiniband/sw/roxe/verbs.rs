@@ -38,6 +38,7 @@ use crate::rdma::qp::{NewQp, Qp, QpAttr, QpCap, QpInit, QpOps, QpTimer, ResAttrs
 use crate::rdma::srq::{Srq, SrqAttr, SrqModify, SrqOps};
 use crate::rdma::sysfs::Buffer;
 use crate::rdma::udata::UData;
+use crate::rdma::xrcd::XrcdId;
 use crate::srq::{self, RoxeSrq};
 use crate::uapi;
 use core::fmt::Write;
@@ -75,7 +76,8 @@ const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT
     | crate::rdma::attr::CAP_ATOMIC_WRITE
     | crate::rdma::attr::CAP_RC_RNR_NAK_GEN
     | crate::rdma::attr::CAP_SRQ_RESIZE
-    | crate::rdma::attr::CAP_FLUSH_GLOBAL;
+    | crate::rdma::attr::CAP_FLUSH_GLOBAL
+    | crate::rdma::attr::CAP_XRC;
 
 #[vtable]
 impl Driver for Roxe {
@@ -101,6 +103,17 @@ impl Driver for Roxe {
         // One port: any other number is refused by the agent (PortSelect).
         let port = u8::try_from(port).unwrap_or(0);
         crate::proto::pma::process(mad, port, &dev.data().counters, out)
+    }
+
+    fn alloc_xrcd(dev: &Device<Self>, udata: Option<&UData<'_>>) -> Result {
+        if let Some(u) = udata {
+            u.expect_no_input()?;
+        }
+        dev.data().xrcds.take()
+    }
+
+    fn dealloc_xrcd(dev: &Device<Self>) {
+        dev.data().xrcds.give_back();
     }
 
     fn query_device(dev: &Device<Self>) -> Result<DeviceAttr> {
@@ -154,6 +167,8 @@ impl Driver for Roxe {
                     | ODP_ATOMIC_WRITE,
                 uc: 0,
                 ud: ODP_SEND | ODP_RECV | ODP_SRQ_RECV,
+                // XRC is RC on the wire, receiving through SRQs only.
+                xrc: ODP_SEND | ODP_WRITE | ODP_READ | ODP_ATOMIC | ODP_SRQ_RECV,
             },
             ..DeviceAttr::default()
         })
@@ -407,9 +422,16 @@ impl SrqOps<Roxe> for RoxeSrq {
     fn create(
         dev: &Device<Roxe>,
         attr: &SrqAttr,
+        _xrcd: Option<XrcdId>,
         udata: Option<&UData<'_>>,
-    ) -> Result<(impl PinInit<Self, Error>, SrqAttr)> {
+    ) -> Result<(impl PinInit<Self, Error>, SrqAttr, u32)> {
+        // An XRC SRQ is a basic one that XRC packets find by number; the
+        // abstraction keeps its domain.
         srq::create(dev, attr, udata)
+    }
+
+    fn publish(s: &Srq<Roxe>) {
+        srq::publish(s)
     }
 
     fn modify(s: &Srq<Roxe>, attr: &SrqAttr, what: SrqModify, udata: Option<&UData<'_>>) -> Result {

@@ -20,6 +20,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 use roxe_proto::headers::{
     self, Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Ext, Feth, Ieth, ImmDt, ParseError, Reth,
+    Xrceth,
 };
 use roxe_proto::icrc::{self, Icrc, IpHeader};
 use roxe_proto::opcode::{ExtHeaders, Opcode};
@@ -117,6 +118,9 @@ fn random_ext(rng: &mut Rng, set: ExtHeaders) -> Ext {
         deth: has(ExtHeaders::DETH).then(|| Deth {
             qkey: rng.u32(),
             src_qpn: rng.u32() & 0xff_ffff,
+        }),
+        xrceth: has(ExtHeaders::XRCETH).then(|| Xrceth {
+            srqn: rng.u32() & 0xff_ffff,
         }),
         feth: has(ExtHeaders::FETH).then(|| Feth {
             selectivity: rng.u8() & 3,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! A deterministic discrete-event simulation of RC QP pairs: a
+//! A deterministic discrete-event simulation of RC (or XRC) QP pairs: a
 //! [`Requester`] and a [`Responder`] per pair, joined by a link that
 //! loses, duplicates, delays and reorders packets, with a test
 //! application on each side that posts work and checks every completion
@@ -14,9 +14,9 @@
 use roxe_proto::access::{FLUSH_GLOBAL, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use roxe_proto::aeth::{NakCode, Syndrome};
 use roxe_proto::headers::{
-    self, Aeth, AtomicAckEth, AtomicEth, Bth, Ext, Feth, ImmDt, Reth, DEFAULT_PKEY,
+    self, Aeth, AtomicAckEth, AtomicEth, Bth, Ext, Feth, ImmDt, Reth, Xrceth, DEFAULT_PKEY,
 };
-use roxe_proto::opcode::{Opcode, Operation, Transport};
+use roxe_proto::opcode::{ExtHeaders, Opcode, Operation, Transport};
 use roxe_proto::psn::Psn;
 use roxe_proto::req::{self, Completion, Requester, Segment, Span, Wqe};
 use roxe_proto::responder::{
@@ -121,6 +121,8 @@ pub enum Mix {
 /// One QP pair's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct PairCfg {
+    /// RC, or XRC (an initiator QP and a target QP).
+    pub transport: Transport,
     pub mtu: u32,
     pub sq_psn: u32,
     pub messages: u64,
@@ -148,6 +150,7 @@ pub struct PairCfg {
 impl PairCfg {
     pub fn new(mtu: u32, sq_psn: u32, messages: u64) -> PairCfg {
         PairCfg {
+            transport: Transport::Rc,
             mtu,
             sq_psn,
             messages,
@@ -176,6 +179,8 @@ const POOL_SIZE: usize = 1 << 20;
 /// The whole device's read credits (`limits::READ_CREDITS`).
 pub const READ_CREDITS: i64 = 192;
 const DEST_QPN: u32 = 0x11;
+/// The XRC SRQ every XRC request names.
+const SRQN: u32 = 0x00ab_cd01;
 
 /// The device's read credit pool, shared by every pair.
 pub struct Credits {
@@ -282,6 +287,8 @@ struct RespSide {
     read_high: Option<Psn>,
     /// [`PairCfg::absent_ppm`].
     absent_ppm: u32,
+    /// [`PairCfg::transport`].
+    transport: Transport,
 }
 
 pub struct Pair {
@@ -429,7 +436,7 @@ impl req::Io for ReqIo<'_> {
             self.net.stats.retransmitted += 1;
             self.side.retransmitted += 1;
         } else {
-            let n = if seg.opcode == Opcode::RcRdmaReadRequest {
+            let n = if seg.opcode.operation() == Operation::RdmaReadRequest {
                 seg.len.div_ceil(self.side.cfg.mtu).max(1)
             } else {
                 1
@@ -442,7 +449,14 @@ impl req::Io for ReqIo<'_> {
         let mut bth = Bth::new(seg.opcode, DEFAULT_PKEY, DEST_QPN, seg.psn);
         bth.ack_req = seg.ack_req;
         let va = MEM_VA + w.roff as u64;
-        let mut ext = Ext::default();
+        let mut ext = Ext {
+            xrceth: seg
+                .opcode
+                .ext_headers()
+                .contains(ExtHeaders::XRCETH)
+                .then_some(Xrceth { srqn: SRQN }),
+            ..Ext::default()
+        };
         let mut payload: &[u8] = &[];
         match seg.opcode.operation() {
             Operation::Send | Operation::RdmaWrite => {
@@ -743,7 +757,8 @@ impl responder::Io for RespIo<'_> {
             Syndrome::RnrNak(_) => self.net.stats.rnr_naks += 1,
             _ => {}
         }
-        let mut bth = Bth::new(Opcode::RcAcknowledge, DEFAULT_PKEY, DEST_QPN, psn);
+        let op = Opcode::acknowledge(self.side.transport);
+        let mut bth = Bth::new(op, DEFAULT_PKEY, DEST_QPN, psn);
         let ext = Ext {
             aeth: Some(Aeth {
                 syndrome: syndrome.to_u8(),
@@ -756,7 +771,8 @@ impl responder::Io for RespIo<'_> {
 
     fn send_atomic_ack(&mut self, psn: Psn, orig: u64, msn: u32) {
         self.net.stats.atomic_acks += 1;
-        let mut bth = Bth::new(Opcode::RcAtomicAcknowledge, DEFAULT_PKEY, DEST_QPN, psn);
+        let op = Opcode::atomic_acknowledge(self.side.transport);
+        let mut bth = Bth::new(op, DEFAULT_PKEY, DEST_QPN, psn);
         let ext = Ext {
             aeth: Some(Aeth {
                 syndrome: Syndrome::ACK.to_u8(),
@@ -823,12 +839,12 @@ impl Sim {
         }
         let mut pairs = Vec::new();
         for c in cfgs {
-            let mut rc = req::Config::new(Transport::Rc, c.mtu);
+            let mut rc = req::Config::new(c.transport, c.mtu);
             rc.max_rd_atomic = c.max_rd_atomic;
             rc.retry_cnt = c.retry_cnt;
             rc.rnr_retry = c.rnr_retry;
             rc.timeout = c.timeout;
-            let mut pc = responder::Config::new(Transport::Rc, c.mtu);
+            let mut pc = responder::Config::new(c.transport, c.mtu);
             pc.access = REMOTE_READ | REMOTE_WRITE | REMOTE_ATOMIC | FLUSH_GLOBAL;
             pc.max_dest_rd_atomic = c.max_rd_atomic;
             pc.min_rnr_timer = c.min_rnr_timer;
@@ -865,6 +881,7 @@ impl Sim {
                     starve: false,
                     read_high: None,
                     absent_ppm: c.absent_ppm,
+                    transport: c.transport,
                 },
                 shadow: mem.clone(),
             });
@@ -1041,6 +1058,10 @@ impl Sim {
             let i = match kind {
                 Kind::Deliver(i, true, bytes) => {
                     let pkt = headers::parse(&bytes).expect("a packet the machines built");
+                    assert_eq!(pkt.opcode.transport(), self.pairs[i].rs.cfg.transport);
+                    if pkt.opcode.transport() == Transport::Xrc {
+                        assert_eq!(pkt.ext.xrceth, Some(Xrceth { srqn: SRQN }));
+                    }
                     self.net.note(
                         i,
                         format!(
@@ -1074,6 +1095,7 @@ impl Sim {
                 }
                 Kind::Deliver(i, false, bytes) => {
                     let pkt = headers::parse(&bytes).expect("a packet the machines built");
+                    assert_eq!(pkt.opcode.transport(), self.pairs[i].rs.cfg.transport);
                     self.net.note(
                         i,
                         format!(
@@ -1273,7 +1295,10 @@ fn gen_wqe(rng: &mut Rng, p: &mut Pair, pool: &[u8]) -> SimWqe {
             60..=74 => SendOp::RdmaRead,
             75..=84 => SendOp::CmpSwap,
             85..=94 => SendOp::FetchAdd,
+            // XRC has no ATOMIC WRITE or FLUSH: a write or a send instead.
+            95..=97 if c.transport == Transport::Xrc => SendOp::RdmaWrite,
             95..=97 => SendOp::AtomicWrite,
+            _ if c.transport == Transport::Xrc => SendOp::Send,
             _ => SendOp::Flush,
         },
     };

@@ -29,10 +29,11 @@ use crate::qp::{BindVia, SendQueue, WrFields, bind_fields, can_post_send, send_w
 /// `ibv_qp_to_qp_ex` returns its `ibv_qp_ex`.
 ///
 /// Every QP gets `wr_start`, `wr_complete`, `wr_abort` and the setters
-/// (`wr_set_ud_addr` fails the batch on QPs that are not UD); a builder
-/// only if `send_ops` names its operation (which
-/// [`crate::qp::check_init_attr`] has checked against the QP type).
-/// `wr_send_tso` and `wr_set_xrc_srqn` stay NULL: roxe has no TSO or XRC.
+/// (`wr_set_ud_addr` fails the batch on QPs that are not UD,
+/// `wr_set_xrc_srqn` on QPs that are not XRC send QPs); a builder only if
+/// `send_ops` names its operation (which [`crate::qp::check_init_attr`]
+/// has checked against the QP type). `wr_send_tso` stays NULL: roxe has
+/// no TSO.
 ///
 /// # Safety
 ///
@@ -48,6 +49,7 @@ pub(super) unsafe fn install_wr_ops(vqp: *mut verbs::Qp, send_ops: u64) {
     ex.wr_complete = Some(wr_complete);
     ex.wr_abort = Some(wr_abort);
     ex.wr_set_ud_addr = Some(wr_set_ud_addr);
+    ex.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
     ex.wr_set_sge = Some(wr_set_sge);
     ex.wr_set_sge_list = Some(wr_set_sge_list);
     ex.wr_set_inline_data = Some(wr_set_inline_data);
@@ -132,9 +134,11 @@ unsafe extern "C" fn wr_start(qpx: *mut ibv::QpEx) {
 /// posted and the first error is returned: `EINVAL` for a QP not yet in
 /// RTS, a setter without a builder before it, too many SGEs or inline
 /// bytes, a UD work request without `wr_set_ud_addr` or with a NULL AH, a
-/// bind `bind_fields` refuses; `ENOMEM` if the ring filled up. If the
-/// doorbell fails, the batch is in the ring already and its errno is
-/// returned (as for `post_send`). `EINVAL` outside a batch.
+/// bind `bind_fields` refuses, a work request of an XRC send QP without
+/// `wr_set_xrc_srqn` (local invalidates and binds need none), a setter for
+/// another QP type; `ENOMEM` if the ring filled up. If the doorbell fails,
+/// the batch is in the ring already and its errno is returned (as for
+/// `post_send`). `EINVAL` outside a batch.
 ///
 /// # Safety
 ///
@@ -381,6 +385,17 @@ unsafe extern "C" fn wr_set_ud_addr(
             None => sq.wr_fail(Errno::EINVAL),
         });
     }
+}
+
+/// `ibv_qp_ex.wr_set_xrc_srqn`: the remote XRC SRQ of the last work
+/// request.
+///
+/// # Safety
+///
+/// As for [`wr_send`].
+unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv::QpEx, remote_srqn: u32) {
+    // SAFETY: per the contract.
+    unsafe { in_batch(qpx, |sq| sq.wr_set_xrc_srqn(remote_srqn)) };
 }
 
 /// `ibv_qp_ex.wr_set_sge`.

@@ -13,6 +13,10 @@
 //! (`wr_start`, the builders and setters, `wr_complete`), which fills the
 //! same ring ([`ex`]). The checks and the WQE layout are in the safe
 //! modules `qp` and `wq`.
+//!
+//! XRC send QPs are such QPs with a send ring only. XRC receive QPs, made
+//! by `create_qp_ex` or opened by [`open_qp`], have no rings: the kernel
+//! creates them without driver data, and the posting ops refuse them.
 
 mod ex;
 mod post;
@@ -21,7 +25,7 @@ mod tests;
 
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
-use core::mem::{offset_of, size_of_val};
+use core::mem::{offset_of, size_of, size_of_val};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -29,12 +33,13 @@ use super::lock::SpinLock;
 use super::mapping::WqMapping;
 use super::{
     cmd_result, drop_box, errno_ret, ibv_cmd_create_qp_ex, ibv_cmd_destroy_qp, ibv_cmd_modify_qp,
-    ibv_cmd_query_qp, set_errno, try_box,
+    ibv_cmd_open_qp, ibv_cmd_query_qp, set_errno, try_box,
 };
-use crate::abi::{driver, ibv, verbs};
+use crate::abi::{driver, ibv, uverbs, verbs};
 use crate::errno::Errno;
 use crate::qp::{
-    RECV_WQE_HEADER, RecvQueue, SEND_WQE_HEADER, SendQueue, check_init_attr, check_rq_presence,
+    Dest, RECV_WQE_HEADER, RecvQueue, SEND_WQE_HEADER, SendQueue, check_init_attr, check_open_attr,
+    check_rq_presence, rings,
 };
 use crate::wq::{self, Producer};
 use ex::install_wr_ops;
@@ -42,8 +47,8 @@ pub(super) use post::{post_recv, post_recv_list, post_send, post_single};
 
 /// A roxe QP: libibverbs' `verbs_qp`, then the rings and their state.
 ///
-/// [`create_qp`] and [`create_qp_ex`] allocate it with `try_box`,
-/// [`destroy_qp`] frees it.
+/// [`create_qp`], [`create_qp_ex`] and [`open_qp`] allocate it with
+/// `try_box`, [`destroy_qp`] frees it.
 ///
 /// The send and the receive queue have a lock each, so that one thread can
 /// post sends while another posts receives, as the verbs allow; nothing
@@ -62,10 +67,11 @@ pub(super) struct Qp {
     state: AtomicU32,
     /// `enum ibv_qp_type`, fixed at creation.
     qp_type: u32,
-    /// The send queue; `None` until creation has mapped it.
+    /// The send queue; `None` until creation has mapped it, and for ever
+    /// on an XRC receive QP.
     sq: SpinLock<Option<SendQueue<WqMapping>>>,
     /// The receive queue; `None` until creation has mapped it, and for
-    /// ever on a QP with an SRQ.
+    /// ever on a QP with an SRQ and on XRC QPs.
     rq: SpinLock<Option<RecvQueue<WqMapping>>>,
 }
 
@@ -111,17 +117,18 @@ impl Qp {
 }
 
 /// Checks the kernel's description of the rings and maps them: the send
-/// ring, and the receive ring unless the QP has an SRQ. `cap` holds the
-/// limits the kernel granted.
+/// ring, and the receive ring if the QP has one (`has_rq`: no SRQ, not
+/// XRC). `cap` holds the limits the kernel granted.
 fn map_queues(
     fd: c_int,
     resp: &roxe_uapi::CreateQpResp,
     cap: &ibv::QpCap,
-    has_srq: bool,
+    has_rq: bool,
 ) -> Result<(SendQueue<WqMapping>, Option<RecvQueue<WqMapping>>), Errno> {
     // Both descriptions are checked before anything is mapped.
     let sq = wq::Geometry::new(&resp.sq, SEND_WQE_HEADER)?;
-    let rq = match check_rq_presence(&resp.rq, has_srq)? {
+    check_rq_presence(&resp.rq, has_rq)?;
+    let rq = match has_rq {
         true => Some(wq::Geometry::new(&resp.rq, RECV_WQE_HEADER)?),
         false => None,
     };
@@ -147,8 +154,8 @@ fn map_queues(
 /// # Safety
 ///
 /// `context` is an open roxe context; the pointers in `attr` are NULL or
-/// objects of that context (`ibv_cmd_create_qp_ex` reads them), and its PD
-/// is a live roxe PD.
+/// objects of that context (`ibv_cmd_create_qp_ex` reads them), its PD is
+/// a live roxe PD and its XRC domain NULL or a live roxe XRC domain.
 unsafe fn create(
     context: *mut ibv::Context,
     attr: &mut ibv::QpInitAttrEx,
@@ -159,7 +166,13 @@ unsafe fn create(
         attr.create_flags,
         attr.send_ops_flags,
     )?;
+    // `ibv_cmd_create_qp_ex` finds the domain's handle through the
+    // pointer without looking at it first.
+    if attr.comp_mask & ibv::QP_INIT_ATTR_XRCD != 0 && attr.xrcd.is_null() {
+        return Err(Errno::EINVAL);
+    }
     let wr_api = attr.comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    let has = rings(attr.qp_type, !attr.srq.is_null());
     let qp = try_box(Qp::new(attr.qp_type)).ok_or(Errno::ENOMEM)?;
     // SAFETY: `qp` is live and only this thread knows it.
     let qp_ref = unsafe { qp.as_ref() };
@@ -167,16 +180,23 @@ unsafe fn create(
     // all zero here (checked above), so the bit means nothing. The send
     // ops are the provider's business alone.
     let mut kattr = ibv::QpInitAttrEx {
-        comp_mask: attr.comp_mask & ibv::QP_INIT_ATTR_PD,
+        comp_mask: attr.comp_mask & (ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_XRCD),
         ..*attr
     };
     let mut cmd = ibv::CreateQp::default();
     let mut resp = driver::CreateQpResp::default();
+    // The kernel gives a QP without rings (an XRC receive QP) no driver
+    // data, so nothing past the core response is asked for.
+    let resp_size = match has.send {
+        true => size_of_val(&resp),
+        false => size_of_val(&resp.ibv_resp),
+    };
     // SAFETY: `context` and the objects `kattr` names are valid per the
     // contract; `vqp` is a zeroed `verbs_qp` at its final address (its
     // address is the QP's user handle in the kernel); `cmd` is writable for
     // its core size (no driver input); `resp` is writable for its full
-    // size, and the driver part follows `ibv_resp` directly.
+    // size, at least `resp_size`, and the driver part follows `ibv_resp`
+    // directly.
     let ret = unsafe {
         ibv_cmd_create_qp_ex(
             context,
@@ -185,7 +205,7 @@ unsafe fn create(
             &raw mut cmd,
             size_of_val(&cmd),
             &raw mut resp.ibv_resp,
-            size_of_val(&resp),
+            resp_size,
         )
     };
     if let Err(err) = cmd_result(ret) {
@@ -194,15 +214,18 @@ unsafe fn create(
         return Err(err);
     }
     attr.cap = kattr.cap;
+    if !has.send {
+        // Nothing to map: the posting ops find no queue and refuse.
+        return Ok(qp_ref.ibv());
+    }
     // SAFETY: `context` is open per the contract.
     let fd = unsafe { (*context).cmd_fd };
-    let queues =
-        map_queues(fd, &resp.drv, &kattr.cap, !attr.srq.is_null()).and_then(|(mut sq, rq)| {
-            if wr_api {
-                sq.enable_wr(attr.qp_type == ibv::QPT_UD)?;
-            }
-            Ok((sq, rq))
-        });
+    let queues = map_queues(fd, &resp.drv, &kattr.cap, has.recv).and_then(|(mut sq, rq)| {
+        if wr_api {
+            sq.enable_wr(Dest::of(attr.qp_type))?;
+        }
+        Ok((sq, rq))
+    });
     match queues {
         Ok((sq, rq)) => {
             *qp_ref.sq.lock() = Some(sq);
@@ -227,12 +250,15 @@ unsafe fn create(
     }
 }
 
-/// `verbs_context_ops.create_qp`.
+/// `verbs_context_ops.create_qp`. libibverbs' `ibv_create_qp_ex` calls it
+/// too when `comp_mask` is only `IBV_QP_INIT_ATTR_PD`, which is how XRC
+/// send QPs are usually created.
 ///
 /// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for QP types
-/// other than RC, UC and UD, `EPROTO` if the kernel's ring description is
-/// invalid, or the kernel's or `mmap`'s errno. On success `attr->cap` holds
-/// what the kernel granted.
+/// other than RC, UC, UD and XRC send, `EINVAL` for an XRC receive QP
+/// (which needs `create_qp_ex` and an XRC domain), `EPROTO` if the kernel's
+/// ring description is invalid, or the kernel's or `mmap`'s errno. On
+/// success `attr->cap` holds what the kernel granted.
 ///
 /// # Safety
 ///
@@ -292,10 +318,13 @@ pub(super) unsafe extern "C" fn create_qp(
 /// interface (`ibv_qp_to_qp_ex` returns it), with a builder for each
 /// operation `send_ops_flags` names (see [`install_wr_ops`]).
 ///
-/// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for XRC, TSO,
-/// RSS, any creation flag and send ops the QP type does not offer
-/// ([`check_init_attr`]), `EINVAL` without a PD, and otherwise as
-/// [`create_qp`].
+/// An XRC receive QP (`IBV_QPT_XRC_RECV`, with `IBV_QP_INIT_ATTR_XRCD`
+/// and its domain) gets no rings; an XRC send QP a send ring only.
+///
+/// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for TSO, RSS,
+/// any creation flag and send ops the QP type does not offer
+/// ([`check_init_attr`]), `EINVAL` without a PD (or, for an XRC receive
+/// QP, without an XRC domain), and otherwise as [`create_qp`].
 ///
 /// # Safety
 ///
@@ -341,7 +370,11 @@ pub(super) unsafe extern "C" fn modify_qp(
         // SAFETY: as above.
         let (qp, state) = unsafe { (Qp::from_ibv(ibqp), (*attr).qp_state) };
         qp.state.store(state, Ordering::Release);
-        if state == ibv::QPS_RESET {
+        // An XRC receive QP has no CQs of its own: its receives complete
+        // on the CQs of the XRC SRQs, which it does not know. The CQ
+        // pointers libibverbs keeps for it are whatever the caller passed,
+        // which the kernel never saw, so they are not touched.
+        if state == ibv::QPS_RESET && qp.qp_type != ibv::QPT_XRC_RECV {
             // SAFETY: `ibqp` is live, and its CQs are NULL or live roxe CQs
             // that outlive it.
             unsafe {
@@ -405,11 +438,80 @@ pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut ibv::Qp) -> c_int {
     // SAFETY: as in `Qp::from_ibv`.
     let qp = unsafe { ibqp.byte_sub(offset_of!(Qp, vqp)) }.cast::<Qp>();
     if let Some(qp) = NonNull::new(qp) {
-        // SAFETY: every roxe QP comes from `try_box` in `create`; the
-        // kernel QP is gone and nothing uses it.
+        // SAFETY: every roxe QP comes from `try_box` in `create` or
+        // `open_qp`; the kernel QP is gone and nothing uses it.
         unsafe { drop_box(qp) };
     }
     0
+}
+
+/// `verbs_context_ops.open_qp`: opens the XRC receive QP `attr->qp_num` of
+/// the XRC domain `attr->xrcd` (`ibv_open_qp`), which another process (or
+/// this one) created. The result is a QP handle like the one
+/// `create_qp_ex` gives for an XRC receive QP: no rings, modify, query and
+/// destroy through the kernel (destroying it closes this handle only).
+///
+/// Returns NULL with `errno` set on failure: `EINVAL` without the QP
+/// number, domain or type, or for a type other than XRC receive;
+/// `EOPNOTSUPP` for unknown `comp_mask` bits; or the kernel's errno.
+///
+/// # Safety
+///
+/// `context` is an open roxe context; `attr` is NULL or points to a
+/// readable `ibv_qp_open_attr` whose `xrcd` is NULL or a live roxe XRC
+/// domain of `context`.
+pub(super) unsafe extern "C" fn open_qp(
+    context: *mut ibv::Context,
+    attr: *mut ibv::QpOpenAttr,
+) -> *mut ibv::Qp {
+    // SAFETY: NULL or valid per the contract.
+    let Some(a) = (unsafe { attr.as_mut() }) else {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    };
+    if let Err(err) = check_open_attr(a.comp_mask, a.qp_type) {
+        set_errno(err);
+        return ptr::null_mut();
+    }
+    // `ibv_cmd_open_qp` reads the domain's handle through the pointer.
+    if a.xrcd.is_null() {
+        set_errno(Errno::EINVAL);
+        return ptr::null_mut();
+    }
+    let Some(qp) = try_box(Qp::new(a.qp_type)) else {
+        set_errno(Errno::ENOMEM);
+        return ptr::null_mut();
+    };
+    // SAFETY: `qp` is live and only this thread knows it.
+    let qp_ref = unsafe { qp.as_ref() };
+    let mut cmd = ibv::OpenQp::default();
+    let mut resp = uverbs::CreateQpResp::default();
+    // CAST: `verbs_qp` is a few hundred bytes.
+    let vqp_size = size_of::<verbs::Qp>() as c_int;
+    // SAFETY: `context` and the domain are live per the contract and the
+    // check above; `vqp` is a zeroed `verbs_qp` of `vqp_size` bytes at its
+    // final address (the QP's user handle in the kernel); `cmd` and `resp`
+    // are writable for exactly the (core) sizes passed, so there is no
+    // driver data either way.
+    let ret = unsafe {
+        ibv_cmd_open_qp(
+            context,
+            qp_ref.vqp.get(),
+            vqp_size,
+            a,
+            &raw mut cmd,
+            size_of_val(&cmd),
+            &raw mut resp,
+            size_of_val(&resp),
+        )
+    };
+    if let Err(err) = cmd_result(ret) {
+        // SAFETY: `qp` came from `try_box` and was never published.
+        unsafe { drop_box(qp) };
+        set_errno(err);
+        return ptr::null_mut();
+    }
+    qp_ref.ibv()
 }
 
 /// `verbs_context_ops.attach_mcast`: attaches a UD QP to a multicast group

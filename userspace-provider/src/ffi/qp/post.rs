@@ -18,7 +18,7 @@ use crate::ffi::mapping::WqMapping;
 use crate::ffi::{ah, cmd_result, errno_ret, ibv_cmd_post_send, mw};
 use crate::qp::{
     BindVia, RecvQueue, SendQueue, WrFields, WrPart, bind_fields, can_post_recv, can_post_send,
-    check_bind_wr, check_num_sge, send_wqe, wr_part,
+    check_bind_wr, check_num_sge, send_wqe, wr_part, xrc_wqe,
 };
 
 /// The SGEs of a work request, after checking their number against `max`.
@@ -50,7 +50,8 @@ unsafe fn sges<'a>(
 ///
 /// A memory-window bind is checked as [`bind_fields`] does for a bind
 /// asked for `via`: `ibv_post_send` posts type 2 binds,
-/// [`mw::bind_mw`] posts type 1 binds through here too.
+/// [`mw::bind_mw`] posts type 1 binds through here too. On an XRC send QP
+/// every WQE carries `qp_type.xrc.remote_srqn` ([`xrc_wqe`]).
 ///
 /// # Safety
 ///
@@ -110,7 +111,10 @@ pub(super) unsafe fn post_one_send(
             bind_fields(via, &bind)?
         }
     };
-    let wqe = send_wqe(wr.wr_id, wr.opcode, wr.send_flags, wr.imm_data, fields);
+    let mut wqe = send_wqe(wr.wr_id, wr.opcode, wr.send_flags, wr.imm_data, fields);
+    if qp_type == ibv::QPT_XRC_SEND {
+        wqe = xrc_wqe(wqe, wr.remote_srqn);
+    }
     sq.push(wqe, sges, |sge, dst| {
         // CAST: this is C's `(void *)(uintptr_t)sge->addr`; `usize` is 64
         // bits on the only target this crate builds for.
@@ -203,9 +207,13 @@ pub(in crate::ffi) unsafe fn post_single(
 /// `verbs_context_ops.post_send`: writes the work requests into the send
 /// ring, publishes them, and rings the doorbell.
 ///
+/// The work requests of an XRC send QP each go to the remote XRC SRQ in
+/// their `qp_type.xrc.remote_srqn`. An XRC receive QP has no send queue.
+///
 /// Returns 0, or a positive errno with `*bad_wr` set to the first work
 /// request that was not posted; those before it were. `EINVAL` for a QP
-/// that is not yet in RTS (nothing is posted), too many SGEs or too much
+/// without a send queue (an XRC receive QP) or that is not yet in RTS
+/// (nothing is posted), too many SGEs or too much
 /// inline data, a UD work request without an AH, or a memory-window bind
 /// that [`bind_fields`] refuses (only type 2 windows, on RC and UC QPs;
 /// `ibv_bind_mw` binds type 1); `ENOMEM` when the ring is full. A bind
@@ -294,8 +302,9 @@ pub(in crate::ffi) unsafe fn post_recv_list(
 /// receive ring and publishes them, without entering the kernel.
 ///
 /// Returns 0, or a positive errno with `*bad_wr` set to the first work
-/// request that was not posted: `EINVAL` for a QP in RESET or one with an
-/// SRQ (nothing is posted), and otherwise as `post_recv_list`.
+/// request that was not posted: `EINVAL` for a QP in RESET or one without
+/// a receive queue of its own (one with an SRQ, an XRC QP; nothing is
+/// posted), and otherwise as `post_recv_list`.
 ///
 /// # Safety
 ///

@@ -72,7 +72,7 @@ impl TestQp {
         q.sq.lock()
             .as_mut()
             .expect("mapped")
-            .enable_wr(qp_type == ibv::QPT_UD)
+            .enable_wr(Dest::of(qp_type))
             .expect("room");
         // SAFETY: the QP is live, unused elsewhere, and offers the
         // interface.
@@ -537,11 +537,11 @@ fn wr_ops_follow_the_send_ops_flags() {
     assert!(o.wr_start.is_some() && o.wr_complete.is_some() && o.wr_abort.is_some());
     assert!(o.wr_set_sge.is_some() && o.wr_set_sge_list.is_some());
     assert!(o.wr_set_inline_data.is_some() && o.wr_set_inline_data_list.is_some());
-    assert!(o.wr_set_ud_addr.is_some());
+    assert!(o.wr_set_ud_addr.is_some() && o.wr_set_xrc_srqn.is_some());
     assert!(o.wr_send.is_some() && o.wr_rdma_write.is_some() && o.wr_bind_mw.is_some());
     assert!(o.wr_send_imm.is_none() && o.wr_rdma_read.is_none());
     assert!(o.wr_atomic_cmp_swp.is_none() && o.wr_local_inv.is_none());
-    assert!(o.wr_send_tso.is_none() && o.wr_set_xrc_srqn.is_none());
+    assert!(o.wr_send_tso.is_none());
     assert!(o.wr_atomic_write.is_none());
     // Every builder of RC.
     let all = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, crate::qp::RC_SEND_OPS);
@@ -779,9 +779,11 @@ fn map_queues_checks_the_response_before_mapping() {
         rq: ring(4, 32),
         ..good
     };
-    for (resp, has_srq) in [(bad_sq, false), (bad_rq, false), (good, true)] {
+    // A receive ring with an SRQ, and one for an XRC send QP.
+    let xrc = rings(ibv::QPT_XRC_SEND, false).recv;
+    for (resp, has_rq) in [(bad_sq, true), (bad_rq, true), (good, false), (good, xrc)] {
         assert_eq!(
-            map_queues(-1, &resp, &cap, has_srq).map(|_| ()),
+            map_queues(-1, &resp, &cap, has_rq).map(|_| ()),
             Err(Errno::EPROTO)
         );
     }
@@ -790,11 +792,11 @@ fn map_queues_checks_the_response_before_mapping() {
         ..good
     };
     assert_eq!(
-        map_queues(-1, &no_rq, &cap, false).map(|_| ()),
+        map_queues(-1, &no_rq, &cap, true).map(|_| ()),
         Err(Errno::EPROTO)
     );
     assert_eq!(
-        map_queues(-1, &good, &cap, false).map(|_| ()),
+        map_queues(-1, &good, &cap, true).map(|_| ()),
         Err(Errno::from_raw(9))
     );
     // Granted limits beyond the slot.
@@ -804,8 +806,226 @@ fn map_queues_checks_the_response_before_mapping() {
         ..cap
     };
     assert_eq!(
-        map_queues(sq.fd(), &no_rq, &greedy, true).map(|_| ()),
+        map_queues(sq.fd(), &no_rq, &greedy, false).map(|_| ()),
         Err(Errno::EPROTO)
     );
-    assert!(map_queues(sq.fd(), &no_rq, &cap, true).is_ok_and(|(_, rq)| rq.is_none()));
+    assert!(map_queues(sq.fd(), &no_rq, &cap, false).is_ok_and(|(_, rq)| rq.is_none()));
+    // An XRC send QP's response: the send ring, an all-zero receive ring.
+    assert!(map_queues(sq.fd(), &no_rq, &cap, xrc).is_ok_and(|(_, rq)| rq.is_none()));
+}
+
+/// An XRC send QP as `create` leaves it: the send ring of [`TestQp`]
+/// (with the `ibv_wr_*` interface and the builders of `ops`, if given),
+/// no receive ring.
+fn xrc_send_qp(state: u32, ops: Option<u64>) -> TestQp {
+    let qp = match ops {
+        Some(ops) => TestQp::with_wr(ibv::QPT_XRC_SEND, state, ops),
+        None => TestQp::new(ibv::QPT_XRC_SEND, state),
+    };
+    // SAFETY: `qp` is live and only this test uses it.
+    *unsafe { qp.qp.as_ref() }.rq.lock() = None;
+    qp
+}
+
+#[test]
+fn an_xrc_send_wqe_carries_the_remote_srq_number() {
+    let qp = xrc_send_qp(ibv::QPS_RTS, None);
+    let mut s = [ibv::Sge {
+        addr: 0x1000,
+        length: 8,
+        lkey: 5,
+    }];
+    let mut write = send_wr(1, ibv::WR_RDMA_WRITE, ibv::SEND_SIGNALED, &mut s);
+    write.wr = ibv::SendWrWr {
+        rdma: ibv::RdmaWr {
+            remote_addr: 0xfeed_0000,
+            rkey: 0x77,
+        },
+    };
+    write.remote_srqn = 0x00ab_cdef;
+    let mut send = send_wr(2, ibv::WR_SEND, 0, &mut []);
+    send.remote_srqn = 0x42;
+    // SAFETY: `qp` is live and only this test uses it.
+    let q = unsafe { qp.qp.as_ref() };
+    let mut guard = q.sq.lock();
+    let sq = guard.as_mut().expect("mapped");
+    for wr in [&write, &send] {
+        // SAFETY: the work requests are valid.
+        unsafe { post_one_send(ibv::QPT_XRC_SEND, sq, wr, BindVia::WorkRequest) }.expect("fits");
+    }
+    assert!(sq.publish());
+    drop(guard);
+    let u32_at = |b: &[u8], off: usize| u32::from_ne_bytes(b[off..off + 4].try_into().expect("4"));
+    let u64_at = |b: &[u8], off: usize| u64::from_ne_bytes(b[off..off + 8].try_into().expect("8"));
+    let w = slot_bytes(&qp.sq, 0, 128, 88);
+    assert_eq!((u64_at(&w, 0), u32_at(&w, 8)), (1, ibv::WR_RDMA_WRITE));
+    assert_eq!(u32_at(&w, 60), 0x00ab_cdef, "remote_qpn: the SRQ number");
+    assert_eq!((u32_at(&w, 28), u64_at(&w, 32)), (0x77, 0xfeed_0000));
+    assert_eq!((u32_at(&w, 56), u32_at(&w, 64)), (0, 0), "no UD fields");
+    assert_eq!(u64_at(&w, 72), 0x1000, "the SGE");
+    let w = slot_bytes(&qp.sq, 1, 128, 72);
+    assert_eq!((u64_at(&w, 0), u32_at(&w, 60)), (2, 0x42));
+    // The same work request on an RC QP carries no number.
+    let rc = TestQp::new(ibv::QPT_RC, ibv::QPS_RTS);
+    // SAFETY: as above.
+    let q = unsafe { rc.qp.as_ref() };
+    let mut guard = q.sq.lock();
+    let sq = guard.as_mut().expect("mapped");
+    // SAFETY: as above.
+    unsafe { post_one_send(ibv::QPT_RC, sq, &send, BindVia::WorkRequest) }.expect("fits");
+    assert!(sq.publish());
+    drop(guard);
+    assert_eq!(u32_at(&slot_bytes(&rc.sq, 0, 128, 72), 60), 0);
+}
+
+#[test]
+fn the_xrc_builder_sets_the_remote_srq_number() {
+    let ops = crate::qp::XRC_SEND_OPS;
+    let qp = xrc_send_qp(ibv::QPS_RTS, Some(ops));
+    let o = qp.ops();
+    assert!(o.wr_set_xrc_srqn.is_some() && o.wr_rdma_read.is_some());
+    assert!(o.wr_atomic_write.is_none(), "no atomic write on XRC");
+    let ex = qp.ex();
+    // SAFETY: the QP is live and offers these ops; the batch is opened
+    // and ended on this thread. It is aborted: completing it would ring
+    // a doorbell, which needs a kernel.
+    unsafe {
+        (o.wr_start.expect("set"))(ex);
+        qp.set_wr(7, 0);
+        (o.wr_rdma_read.expect("set"))(ex, 0x77, 0xfeed_0000);
+        (o.wr_set_xrc_srqn.expect("set"))(ex, 0x00ab_cdef);
+        (o.wr_set_sge.expect("set"))(ex, 0x905, 0x1000, 64);
+        // Starting the next writes the first into the ring.
+        (o.wr_send.expect("set"))(ex);
+    }
+    let w = slot_bytes(&qp.sq, 0, 128, 72);
+    let u32_at = |off: usize| u32::from_ne_bytes(w[off..off + 4].try_into().expect("4"));
+    assert_eq!((u32_at(8), u32_at(60)), (ibv::WR_RDMA_READ, 0x00ab_cdef));
+    // SAFETY: as above.
+    unsafe { (o.wr_abort.expect("set"))(ex) };
+    assert_eq!(qp.sq.producer(), 0, "nothing was published");
+    // A send without `wr_set_xrc_srqn` fails the batch.
+    // SAFETY: as above.
+    let ret = refused_batch(&qp, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_sge.expect("set"))(ex, 1, 0x1000, 8);
+    });
+    assert_eq!(ret, Errno::EINVAL.get());
+    // On an RC QP the setter fails the batch.
+    let rc = TestQp::with_wr(ibv::QPT_RC, ibv::QPS_RTS, ibv::QP_EX_WITH_SEND);
+    // SAFETY: as above.
+    let ret = refused_batch(&rc, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_xrc_srqn.expect("set"))(ex, 1);
+    });
+    assert_eq!(ret, Errno::EINVAL.get());
+}
+
+#[test]
+fn an_xrc_send_qp_has_no_receive_queue() {
+    let qp = xrc_send_qp(ibv::QPS_RTS, None);
+    let mut wrs = [recv_wr(1, &mut [])];
+    let (ret, bad) = qp.recv(&mut wrs);
+    assert_eq!((ret, bad), (Errno::EINVAL.get(), &raw mut wrs[0]));
+}
+
+#[test]
+fn an_xrc_receive_qp_has_no_rings_and_refuses_posting() {
+    // What `create` and `open_qp` leave: the kernel's QP and no rings.
+    let qp = try_box(Qp::new(ibv::QPT_XRC_RECV)).expect("allocate a QP");
+    // SAFETY: `qp` is live and only this test uses it.
+    let q = unsafe { qp.as_ref() };
+    assert!(q.sq.lock().is_none() && q.rq.lock().is_none());
+    // SAFETY: as above; no `ibv_wr_*` interface.
+    assert_eq!(unsafe { (*q.vqp.get()).comp_mask }, 0);
+    for state in [ibv::QPS_INIT, ibv::QPS_RTS] {
+        q.state.store(state, Ordering::Relaxed);
+        let mut swr = send_wr(1, ibv::WR_SEND, 0, &mut []);
+        let mut rwr = recv_wr(2, &mut []);
+        let (mut sbad, mut rbad) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: the QP is live and the lists valid; both are refused
+        // before any ring or doorbell.
+        let (sret, rret) = unsafe {
+            (
+                post_send(q.ibv(), &raw mut swr, &raw mut sbad),
+                post_recv(q.ibv(), &raw mut rwr, &raw mut rbad),
+            )
+        };
+        assert_eq!((sret, sbad), (Errno::EINVAL.get(), &raw mut swr));
+        assert_eq!((rret, rbad), (Errno::EINVAL.get(), &raw mut rwr));
+    }
+    // SAFETY: `qp` came from `try_box` and is no longer used.
+    unsafe { drop_box(qp) };
+}
+
+#[test]
+fn open_qp_and_create_qp_ex_refuse_before_the_kernel() {
+    use crate::ffi::last_errno;
+    let mut xrcd = verbs::Xrcd::ZERO;
+    let open = |comp_mask, qp_type, xrcd: *mut ibv::Xrcd| {
+        let mut attr = ibv::QpOpenAttr {
+            comp_mask,
+            qp_num: 0x11,
+            xrcd,
+            qp_context: ptr::null_mut(),
+            qp_type,
+        };
+        // SAFETY: every case fails its checks before the context (NULL
+        // here) or the domain is used.
+        let qp = unsafe { open_qp(ptr::null_mut(), &raw mut attr) };
+        assert!(qp.is_null());
+        last_errno()
+    };
+    let all = crate::qp::REQUIRED_OPEN_ATTR_MASK;
+    let x = &raw mut xrcd.xrcd;
+    assert_eq!(open(all, ibv::QPT_RC, x), Errno::EINVAL);
+    assert_eq!(
+        open(ibv::QP_OPEN_ATTR_NUM, ibv::QPT_XRC_RECV, x),
+        Errno::EINVAL
+    );
+    assert_eq!(open(all | 1 << 4, ibv::QPT_XRC_RECV, x), Errno::EOPNOTSUPP);
+    assert_eq!(open(all, ibv::QPT_XRC_RECV, ptr::null_mut()), Errno::EINVAL);
+    // SAFETY: a NULL attribute is refused first.
+    assert!(unsafe { open_qp(ptr::null_mut(), ptr::null_mut()) }.is_null());
+    assert_eq!(last_errno(), Errno::EINVAL);
+
+    // An XRC receive QP needs a domain, by mask bit and by pointer.
+    let create = |comp_mask, qp_type| {
+        let mut attr = ibv::QpInitAttrEx {
+            qp_context: ptr::null_mut(),
+            send_cq: ptr::null_mut(),
+            recv_cq: ptr::null_mut(),
+            srq: ptr::null_mut(),
+            cap: ibv::QpCap::default(),
+            qp_type,
+            sq_sig_all: 0,
+            comp_mask,
+            pd: ptr::null_mut(),
+            xrcd: ptr::null_mut(),
+            create_flags: 0,
+            max_tso_header: 0,
+            rwq_ind_tbl: ptr::null_mut(),
+            rx_hash_conf: ibv::RxHashConf {
+                rx_hash_function: 0,
+                rx_hash_key_len: 0,
+                rx_hash_key: ptr::null_mut(),
+                rx_hash_fields_mask: 0,
+            },
+            source_qpn: 0,
+            send_ops_flags: 0,
+        };
+        // SAFETY: every case fails its checks before the context (NULL
+        // here) is used.
+        let qp = unsafe { create_qp_ex(ptr::null_mut(), &raw mut attr) };
+        assert!(qp.is_null());
+        last_errno()
+    };
+    let xrcd_bit = ibv::QP_INIT_ATTR_XRCD;
+    assert_eq!(create(xrcd_bit, ibv::QPT_XRC_RECV), Errno::EINVAL);
+    assert_eq!(
+        create(ibv::QP_INIT_ATTR_PD, ibv::QPT_XRC_RECV),
+        Errno::EINVAL
+    );
+    let tso = ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_MAX_TSO_HEADER;
+    assert_eq!(create(tso, ibv::QPT_XRC_SEND), Errno::EOPNOTSUPP);
 }

@@ -16,7 +16,7 @@ use crate::proto::cnp::Notifier;
 use crate::proto::dcqcn::{Cnp, Params, Rate};
 use crate::proto::qp::State;
 use crate::proto::udp;
-use crate::rdma::qp::{Qp, QpType, ResAttrs};
+use crate::rdma::qp::{Qp, ResAttrs};
 use kernel::c_str;
 use kernel::prelude::*;
 
@@ -89,7 +89,7 @@ fn now_us() -> u64 {
 pub(crate) fn marked(qp: &Qp<Roxe>, st: &mut QpState, pkey: u16) {
     let counters = &qp.device().data().counters;
     counters.event(Event::NpEcnMarked);
-    if !matches!(qp.data().qp_type, QpType::Rc | QpType::Uc) {
+    if !qp.data().qp_type.is_connected() {
         return;
     }
     let Some(path) = st.path.as_ref() else {
@@ -110,7 +110,7 @@ pub(crate) fn marked(qp: &Qp<Roxe>, st: &mut QpState, pkey: u16) {
 pub(crate) fn take_cnp(qp: &Qp<Roxe>, ip: &[u8]) -> Result<(), Drop> {
     let this = qp.data();
     let mut st = this.state.lock();
-    if !matches!(this.qp_type, QpType::Rc | QpType::Uc) {
+    if !this.qp_type.is_connected() {
         return Err(Drop::Transport);
     }
     if !matches!(
@@ -133,7 +133,7 @@ pub(crate) fn take_cnp(qp: &Qp<Roxe>, ip: &[u8]) -> Result<(), Drop> {
 /// `rdma -dd res show qp`: an RC or UC QP's DCQCN state, brought up to
 /// now.
 pub(crate) fn fill_res(qp: &Qp<Roxe>, out: &mut ResAttrs<'_>) -> Result {
-    if !matches!(qp.data().qp_type, QpType::Rc | QpType::Uc) {
+    if !qp.data().qp_type.is_connected() {
         return Ok(());
     }
     let (rate, target, alpha) = {

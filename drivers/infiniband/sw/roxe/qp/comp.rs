@@ -17,7 +17,7 @@ use crate::keys;
 use crate::proto::access::LOCAL_WRITE;
 use crate::proto::aeth::{NakCode, Syndrome};
 use crate::proto::headers::Packet;
-use crate::proto::opcode::{Opcode, Operation};
+use crate::proto::opcode::Operation;
 use crate::proto::psn::Psn;
 use crate::proto::qp::State;
 use crate::proto::responder::ScatterError;
@@ -77,13 +77,14 @@ pub(crate) fn complete(
     pkt: &Packet<'_>,
 ) -> core::result::Result<(), Drop> {
     let this = qp.data();
-    if this.qp_type != QpType::Rc {
+    // An XRC target QP only responds; its initiator takes the answers.
+    if !this.qp_type.is_reliable() || this.qp_type == QpType::XrcTgt {
         return Err(Drop::Transport);
     }
     let psn = pkt.bth.psn;
     if pkt.opcode.operation() == Operation::RdmaReadResponse {
         read_response(qp, st, pkt, psn)
-    } else if pkt.opcode == Opcode::RcAtomicAcknowledge {
+    } else if pkt.opcode.operation() == Operation::AtomicAcknowledge {
         atomic_ack(qp, st, pkt, psn)
     } else {
         ack(qp, st, pkt, psn)
@@ -399,7 +400,7 @@ pub(crate) fn on_timer(qp: &Qp<Roxe>) {
         send_pending(qp, st);
         return;
     }
-    if this.qp_type != QpType::Rc {
+    if !this.qp_type.is_reliable() {
         return;
     }
     if !matches!(st.attr.state, State::Rts | State::Sqd) {

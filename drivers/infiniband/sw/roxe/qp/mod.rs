@@ -51,7 +51,9 @@ use crate::rdma::errno::eopnotsupp;
 use crate::rdma::qp::{
     mask, transition_ok, NewQp, Qp, QpAttr, QpCap, QpInit, QpTimer, QpType, SendWr, Sge as KSge,
 };
+use crate::rdma::srq::Srq;
 use crate::rdma::udata::UData;
+use crate::rdma::xrcd::XrcdId;
 use crate::ring::Ring;
 use crate::sync::SpinLockBh;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
@@ -71,6 +73,8 @@ const FIRST_QPN: u32 = 16;
 #[pin_data]
 pub(crate) struct RoxeQp {
     pub(crate) qp_type: QpType,
+    /// An XRC target QP's domain: it takes only packets for SRQs of it.
+    pub(crate) xrcd: Option<XrcdId>,
     pub(crate) sig_all: bool,
     cap: QpCap,
     /// Index in the device's QP table; 0 for the GSI QP.
@@ -120,6 +124,9 @@ pub(crate) struct QpState {
     pub(crate) ud_park: resp::UdPark,
     /// ECN and CNPs ([`self::cc`]).
     pub(crate) cc: cc::Congestion,
+    /// XRC target: the SRQ the SEND in progress (or the last one) took its
+    /// receive from; its other packets must name the same.
+    pub(crate) xrc_srqn: u32,
 }
 
 impl QpState {
@@ -166,6 +173,7 @@ pub(crate) fn transport(t: QpType) -> Transport {
         QpType::Rc => Transport::Rc,
         QpType::Uc => Transport::Uc,
         QpType::Ud | QpType::Gsi => Transport::Ud,
+        QpType::XrcIni | QpType::XrcTgt => Transport::Xrc,
     }
 }
 
@@ -224,14 +232,25 @@ pub(crate) fn create(
     if init.create_flags != 0 {
         return Err(eopnotsupp());
     }
-    if !qp.has_cqs(init.has_srq) {
+    // An XRC target QP has no queues of its own and no CQs: what it
+    // receives goes to the SRQ each packet names. An XRC initiator has a
+    // send queue only.
+    let tgt = init.qp_type == QpType::XrcTgt;
+    let ini = init.qp_type == QpType::XrcIni;
+    let cqs_ok = if tgt {
+        udata.is_none() && init.xrcd.is_some()
+    } else {
+        qp.has_send_cq() && (init.has_srq || ini || qp.has_recv_cq())
+    };
+    if !cqs_ok || ((tgt || ini) && init.has_srq) {
         return Err(EINVAL);
     }
-    let c = init.cap;
+    let c = if tgt { QpCap::default() } else { init.cap };
+    let no_rq = init.has_srq || tgt || ini;
     if c.max_send_wr > MAX_QP_WR
         || c.max_send_sge > MAX_SGE
         || c.max_inline_data > MAX_INLINE
-        || (!init.has_srq && (c.max_recv_wr > MAX_QP_WR || c.max_recv_sge > MAX_SGE))
+        || (!no_rq && (c.max_recv_wr > MAX_QP_WR || c.max_recv_sge > MAX_SGE))
     {
         return Err(EINVAL);
     }
@@ -248,7 +267,7 @@ pub(crate) fn create(
 
     let send_slot = qpx::send_slot_size(c.max_send_sge.max(1), c.max_inline_data).ok_or(EINVAL)?;
     let sq: Ring<SendWqe> = new_ring(udata, c.max_send_wr, send_slot)?;
-    let rq: Option<Ring<RecvWqe>> = if init.has_srq {
+    let rq: Option<Ring<RecvWqe>> = if no_rq {
         None
     } else {
         let recv_slot = qpx::recv_slot_size(c.max_recv_sge.max(1)).ok_or(EINVAL)?;
@@ -263,6 +282,8 @@ pub(crate) fn create(
             qpx::recv_sge_capacity(r.slot_size() as u32).min(MAX_SGE)
         }),
     };
+    // The target's one-slot send ring is never used.
+    let granted = if tgt { QpCap::default() } else { granted };
     if let Some(u) = udata {
         u.respond(&CreateQpResp {
             sq: ring_info(&sq)?,
@@ -292,11 +313,12 @@ pub(crate) fn create(
         path: None,
         req: ReqState::new(wqe_psns),
         comp: CompState::new(),
-        resp: resp::new_responder(init.qp_type == QpType::Uc)?,
+        resp: resp::new_responder(crate::tx::wire(init.qp_type))?,
         ud_park: resp::UdPark::new(),
         cc: cc::Congestion::new(),
+        xrc_srqn: 0,
     };
-    let (qp_type, sig_all) = (init.qp_type, init.sq_sig_all);
+    let (qp_type, sig_all, xrcd) = (init.qp_type, init.sq_sig_all, init.xrcd);
     let qpn = number.qpn();
     // Nothing fails after this (the initialiser is infallible): the QP
     // keeps its number until `destroy`.
@@ -304,6 +326,7 @@ pub(crate) fn create(
     Ok((
         pin_init!(RoxeQp {
             qp_type,
+            xrcd,
             sig_all,
             cap: granted,
             index,
@@ -649,9 +672,18 @@ fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
 
 /// Completes receive WQE `held`, which the responder took from the RQ or
 /// SRQ for a message (the oldest receive; an SRQ's belongs to this QP once
-/// taken), with a flush error.
-pub(crate) fn flush_held(qp: &Qp<Roxe>, held: Option<crate::wqe::RecvCopy>) {
-    if let (Some(w), Some(rcq)) = (held, qp.recv_cq()) {
+/// taken), with a flush error. An XRC target QP's came from `xrc`, and
+/// completes to that SRQ's CQ.
+pub(crate) fn flush_held(
+    qp: &Qp<Roxe>,
+    xrc: Option<&Srq<Roxe>>,
+    held: Option<crate::wqe::RecvCopy>,
+) {
+    let rcq = match xrc {
+        Some(s) => s.xrc_cq(),
+        None => qp.recv_cq(),
+    };
+    if let (Some(w), Some(rcq)) = (held, rcq) {
         let _ = cq::push(rcq, flush_cqe(qp.qp_num(), w.wr_id(), WcOp::Recv), false);
     }
 }
@@ -660,7 +692,13 @@ pub(crate) fn flush_held(qp: &Qp<Roxe>, held: Option<crate::wqe::RecvCopy>) {
 /// the responder holds, then the RQ's. The responder stops.
 fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
-    flush_held(qp, st.resp.flush());
+    // An XRC target QP's held receive came from the SRQ its message named,
+    // if that SRQ is still there.
+    let xrc = match (this.qp_type, this.xrcd) {
+        (QpType::XrcTgt, Some(x)) => crate::srq::find_xrc(qp.device(), st.xrc_srqn, x),
+        _ => None,
+    };
+    flush_held(qp, xrc.as_deref(), st.resp.flush());
     // Datagrams kept for ODP memory are lost with the QP's receiving.
     st.ud_park.clear();
     if let (Some(rq), Some(rcq)) = (&this.rq, qp.recv_cq()) {
@@ -798,6 +836,11 @@ pub(crate) fn run_kernel_posts(qp: &Qp<Roxe>, st: &mut QpState) {
 /// and the QP timer does the rest.
 pub(crate) fn post_kernel_send(qp: &Qp<Roxe>, wr: &SendWr<'_, Roxe>) -> Result {
     let this = qp.data();
+    // A kernel work request has no place for an XRC SRQ number, and an XRC
+    // target QP does not send.
+    if matches!(this.qp_type, QpType::XrcIni | QpType::XrcTgt) {
+        return Err(eopnotsupp());
+    }
     // The common `IB_WR_*` opcodes have the `IBV_WR_*` numbers, and so
     // does roxe's `IB_WR_REG_MR`. Kernel consumers have no bind verb.
     // `IB_WR_FLUSH` and `IB_WR_ATOMIC_WRITE` have no kernel calling

@@ -269,7 +269,7 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
         // retry timer do.)
         st.req.kick = true;
         qp.arm_timer(1);
-    } else if t == Wire::Rc {
+    } else if t.is_reliable() {
         arm_retry(qp, st);
     }
 }
@@ -318,7 +318,7 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
                 }
             }
         }
-        if t == Wire::Rc && in_flight != 0 && st.req.sq_pkt == 0 {
+        if t.is_reliable() && in_flight != 0 && st.req.sq_pkt == 0 {
             // IBV_SEND_FENCE: wait for outstanding reads.
             if st.req.reads_out != 0 && w.send_flags & send_flags::FENCE != 0 {
                 return;
@@ -349,7 +349,7 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
         match res {
             Ok(Some(len)) => {
                 st.req.sq_sent = st.req.sq_sent.wrapping_add(1);
-                if t != Wire::Rc {
+                if !t.is_reliable() {
                     // Unreliable: complete once sent.
                     complete_send(qp, st, &w, op, WcStatus::Success, len);
                 }
@@ -655,7 +655,7 @@ fn send_connected(
     } else {
         seg::packet_count(len, mtu).ok_or(WcStatus::LocLenErr)?
     };
-    let rc = t == Wire::Rc;
+    let rc = t.is_reliable();
     let waits = op == SendOp::RdmaRead || atomic || atomic_write;
     // The first piece of a read took its credits before anything of the
     // WQE was recorded.
@@ -772,6 +772,16 @@ struct Message<'a> {
     sport: u16,
 }
 
+impl Message<'_> {
+    /// The XRCETH every request of an XRC initiator carries: the remote
+    /// SRQ the message is for, which the WQE names in `remote_qpn`.
+    fn xrceth(&self) -> Option<headers::Xrceth> {
+        (self.t == Wire::Xrc).then_some(headers::Xrceth {
+            srqn: self.w.remote_qpn & headers::QPN_MASK,
+        })
+    }
+}
+
 /// Sends the one packet of a CmpSwap or FetchAdd.
 fn atomic_packet(
     qp: &Qp<Roxe>,
@@ -796,6 +806,7 @@ fn atomic_packet(
     };
     let ext = Ext {
         atomic_eth: Some(aeth),
+        xrceth: m.xrceth(),
         ..Ext::default()
     };
     let _ = path.send(&qp.device().data().counters, m.sport, &bth, &ext, 0, |_| {
@@ -843,12 +854,10 @@ fn read_request(
     // Below 2^31 + MTU: fits.
     let off = i * m.mtu;
     let sub_len = (m.len - off).min(span * m.mtu);
-    let mut bth = Bth::new(
-        Opcode::RcRdmaReadRequest,
-        DEFAULT_PKEY,
-        m.dqpn,
-        m.first.wrapping_add(i),
-    );
+    let Some(opcode) = seg::request_opcode(m.t, SendOp::RdmaRead, Position::Only) else {
+        return false;
+    };
+    let mut bth = Bth::new(opcode, DEFAULT_PKEY, m.dqpn, m.first.wrapping_add(i));
     bth.ack_req = true;
     let reth = Reth {
         va: m.w.remote_addr.wrapping_add(u64::from(off)),
@@ -857,6 +866,7 @@ fn read_request(
     };
     let ext = Ext {
         reth: Some(reth),
+        xrceth: m.xrceth(),
         ..Ext::default()
     };
     let _ = path.send(&qp.device().data().counters, m.sport, &bth, &ext, 0, |_| {
@@ -888,7 +898,7 @@ fn data_packet(
     }
     // RC asks for an ACK at the end of each message and twice per window,
     // so the window keeps opening inside long messages.
-    bth.ack_req = m.t == Wire::Rc && (pos.ends_message() || (i + 1) % ack_every(m.mtu) == 0);
+    bth.ack_req = m.t.is_reliable() && (pos.ends_message() || (i + 1) % ack_every(m.mtu) == 0);
     let ext = Ext {
         reth: (matches!(
             opcode.operation(),
@@ -905,6 +915,7 @@ fn data_packet(
         ieth: opcode
             .has_invalidate()
             .then_some(headers::Ieth { rkey: w.imm_data }),
+        xrceth: m.xrceth(),
         ..Ext::default()
     };
     let mut err = None;

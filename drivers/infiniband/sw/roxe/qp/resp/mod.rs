@@ -26,13 +26,14 @@ use crate::limits::MAX_QP_RD_ATOM;
 use crate::proto::access::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::proto::aeth::{NakCode, Syndrome};
 use crate::proto::headers::{self, Aeth, AtomicAckEth, Bth, Ext, Packet, DEFAULT_PKEY};
-use crate::proto::opcode::{Opcode, Transport};
+use crate::proto::opcode::{Opcode, Operation, Transport};
 use crate::proto::psn::Psn;
 use crate::proto::responder::{
     self as proto_resp, AtomicOp, Discard, Io, MemError, ReadSegment, RecvCompletion, ScatterError,
 };
 use crate::proto::udp;
-use crate::rdma::qp::Qp;
+use crate::rdma::qp::{Qp, QpType};
+use crate::rdma::srq::{Srq, SrqRef};
 use crate::tx::Path;
 use crate::uapi::wc_flags;
 use crate::wqe::RecvCopy;
@@ -50,22 +51,28 @@ const fn fresh(transport: Transport) -> Responder {
     Responder::new(proto_resp::Config::new(transport, 1024), Psn::ZERO)
 }
 
-/// A fresh UC responder if `uc`, else RC (UD QPs never use theirs), on the heap (about 7 KiB, for its memory of reads and
+/// A fresh responder for transport `t` (UD QPs never use theirs: they get
+/// an RC one), on the heap (about 7 KiB, for its memory of reads and
 /// atomics), charged to the caller's memory cgroup. Built from constants
 /// and not inlined, so no temporary of it lands on the stack of `create`,
 /// which for QP1 runs deep in `rdma link add`.
 #[inline(never)]
-pub(crate) fn new_responder(uc: bool) -> Result<KBox<Responder>> {
-    Ok(if uc {
-        KBox::new(const { fresh(Transport::Uc) }, GFP_KERNEL_ACCOUNT)?
-    } else {
-        KBox::new(const { fresh(Transport::Rc) }, GFP_KERNEL_ACCOUNT)?
+pub(crate) fn new_responder(t: Transport) -> Result<KBox<Responder>> {
+    Ok(match t {
+        Transport::Uc => KBox::new(const { fresh(Transport::Uc) }, GFP_KERNEL_ACCOUNT)?,
+        Transport::Xrc => KBox::new(const { fresh(Transport::Xrc) }, GFP_KERNEL_ACCOUNT)?,
+        _ => KBox::new(const { fresh(Transport::Rc) }, GFP_KERNEL_ACCOUNT)?,
     })
 }
 
 /// The kernel side of one QP's responder, for one packet.
 struct Kernel<'a> {
     qp: &'a Qp<Roxe>,
+    /// For an XRC target QP, the SRQ the packet names: receives come from
+    /// it and complete to its CQ, and memory is checked against its PD.
+    xrc: Option<&'a Srq<Roxe>>,
+    /// The transport the answers go out on (RC or XRC).
+    wire: Transport,
     path: Option<&'a Path>,
     dest_qpn: u32,
     rq_consumer: &'a mut u32,
@@ -75,9 +82,15 @@ struct Kernel<'a> {
 }
 
 impl Kernel<'_> {
+    /// The PD memory is checked against: the QP's, or for an XRC target
+    /// QP (which has none) the SRQ's.
+    fn pd(&self) -> usize {
+        self.xrc.map_or_else(|| self.qp.pd_id(), |s| s.pd_id())
+    }
+
     fn asker(&self) -> keys::Asker {
         keys::Asker {
-            pd: self.qp.pd_id(),
+            pd: self.pd(),
             qpn: self.qp.qp_num(),
         }
     }
@@ -130,11 +143,14 @@ impl Io for Kernel<'_> {
     type Recv = RecvCopy;
 
     fn pop_recv(&mut self) -> Option<RecvCopy> {
-        pop_queue(self.qp, self.rq_consumer)
+        match self.xrc {
+            Some(srq) => crate::srq::pop(srq),
+            None => pop_queue(self.qp, self.rq_consumer),
+        }
     }
 
     fn scatter(&mut self, r: &RecvCopy, off: u64, data: &[u8]) -> Result<(), ScatterError> {
-        r.scatter(self.qp.device(), self.qp.pd_id(), off, data)
+        r.scatter(self.qp.device(), self.pd(), off, data)
     }
 
     fn complete_recv(&mut self, r: RecvCopy, c: &RecvCompletion) {
@@ -148,7 +164,12 @@ impl Io for Kernel<'_> {
             cqe.wc_flags |= wc_flags::WITH_INV;
             cqe.imm_data = rkey;
         }
-        push_recv(self.qp, cqe, c.solicited);
+        match self.xrc.and_then(|s| s.xrc_cq()) {
+            Some(cq) => {
+                let _ = crate::cq::push(cq, cqe, c.solicited);
+            }
+            None => push_recv(self.qp, cqe, c.solicited),
+        }
     }
 
     fn check_key(&mut self, rkey: u32, va: u64, len: u32, access: u32) -> bool {
@@ -182,7 +203,7 @@ impl Io for Kernel<'_> {
     fn flush(&mut self, rkey: u32, va: u64, len: u32, need: u32, whole_mr: bool) -> bool {
         let checked = if whole_mr {
             let table = &self.qp.device().data().mr_table;
-            keys::check_whole(table, rkey, self.qp.pd_id(), need)
+            keys::check_whole(table, rkey, self.pd(), need)
         } else {
             self.with_remote(rkey, va, len, need, |_, _| Ok(()))
         };
@@ -197,7 +218,7 @@ impl Io for Kernel<'_> {
 
     fn invalidate(&mut self, rkey: u32) -> bool {
         let table = &self.qp.device().data().mr_table;
-        keys::invalidate(table, self.qp.pd_id(), Some(self.qp.qp_num()), rkey).is_ok()
+        keys::invalidate(table, self.pd(), Some(self.qp.qp_num()), rkey).is_ok()
     }
 
     fn send_ack(&mut self, psn: Psn, syndrome: Syndrome, msn: u32) {
@@ -207,11 +228,11 @@ impl Io for Kernel<'_> {
             Syndrome::RnrNak(_) => counters.event(Event::RespRnrNak),
             _ => {}
         }
-        self.bare(Opcode::RcAcknowledge, psn, syndrome, msn, None);
+        self.bare(Opcode::acknowledge(self.wire), psn, syndrome, msn, None);
     }
 
     fn send_atomic_ack(&mut self, psn: Psn, orig: u64, msn: u32) {
-        let op = Opcode::RcAtomicAcknowledge;
+        let op = Opcode::atomic_acknowledge(self.wire);
         self.bare(op, psn, Syndrome::ACK, msn, Some(orig));
     }
 
@@ -255,12 +276,36 @@ fn drop_reason(d: Discard) -> Drop {
     }
 }
 
-/// Takes one request packet of an RC or UC QP.
+/// The SRQ an XRC request names in its XRCETH, if it is an XRC SRQ of the
+/// target QP's own domain; and inside a SEND, the SRQ the message began
+/// with (its receive WQE came from there). Anything else is dropped and
+/// counted (`rx_drop_xrc_srq`), before the responder sees the packet.
+fn xrc_srq(
+    qp: &Qp<Roxe>,
+    st: &QpState,
+    pkt: &Packet<'_>,
+) -> core::result::Result<SrqRef<Roxe>, Drop> {
+    let num = pkt.ext.xrceth.ok_or(Drop::XrcSrq)?.srqn;
+    let xrcd = qp.data().xrcd.ok_or(Drop::XrcSrq)?;
+    let continues_send =
+        pkt.opcode.operation() == Operation::Send && !pkt.opcode.position().starts_message();
+    if continues_send && st.xrc_srqn != num {
+        return Err(Drop::XrcSrq);
+    }
+    crate::srq::find_xrc(qp.device(), num, xrcd).ok_or(Drop::XrcSrq)
+}
+
+/// Takes one request packet of an RC, UC or XRC target QP.
 pub(crate) fn respond(
     qp: &Qp<Roxe>,
     st: &mut QpState,
     pkt: &Packet<'_>,
 ) -> core::result::Result<(), Drop> {
+    let xrc = if qp.data().qp_type == QpType::XrcTgt {
+        Some(xrc_srq(qp, st, pkt)?)
+    } else {
+        None
+    };
     // The path MTU follows the route, which may shrink after `modify`.
     let mtu = st.path_mtu();
     let (res, fatal) = {
@@ -274,6 +319,8 @@ pub(crate) fn respond(
         resp.set_mtu(mtu);
         let mut io = Kernel {
             qp,
+            xrc: xrc.as_deref(),
+            wire: pkt.opcode.transport(),
             path: path.as_ref(),
             dest_qpn: attr.dest_qp_num,
             rq_consumer,
@@ -282,11 +329,16 @@ pub(crate) fn respond(
         let res = resp.on_request(pkt, &mut io);
         (res, io.fatal)
     };
+    if let (Some(x), true) = (&pkt.ext.xrceth, res.is_ok()) {
+        if pkt.opcode.operation() == Operation::Send && pkt.opcode.position().starts_message() {
+            st.xrc_srqn = x.srqn;
+        }
+    }
     if let Some(held) = fatal {
         // IBTA's class A and C errors, as rxe: the NAK went out, and the QP
         // goes to ERR, which flushes every other receive (the one the
         // responder held first) and the send queue.
-        super::flush_held(qp, held);
+        super::flush_held(qp, xrc.as_deref(), held);
         st.attr.state = crate::proto::qp::State::Err;
         super::flush_all(qp, st);
     }
