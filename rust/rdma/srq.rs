@@ -18,7 +18,6 @@ use kernel::types::Opaque;
 /// The verbs of an SRQ, implemented by the driver's per-SRQ state.
 #[vtable]
 pub(crate) trait SrqOps<T: Driver>: Send + Sync + Sized {
-    /// Creates an SRQ; returns the initialiser and the sizes granted.
     /// Creates an SRQ; returns the initialiser, the sizes granted and the
     /// SRQ's number. `xrcd` is the domain of an XRC SRQ (`None`: a basic
     /// one); an XRC SRQ's number is what senders name it by on the wire.
@@ -167,9 +166,15 @@ impl<T: Driver> Srq<T> {
 
     /// Waits until no [`SrqRef`] to this SRQ is left. Sleeps.
     fn wait_unused(&self) {
+        let mut waited_ms = 0u32;
         while self.users.load(core::sync::atomic::Ordering::Acquire) != 0 {
             // SAFETY: `destroy_cb` runs in process context.
             unsafe { bindings::msleep(1) };
+            waited_ms = waited_ms.saturating_add(1);
+            if waited_ms == 5000 {
+                // A reference the driver keeps and never drops: say so.
+                kernel::pr_warn!("SRQ destroy waits for references still held\n");
+            }
         }
     }
 

@@ -1116,7 +1116,8 @@ def xrc(v, w, check):
         xrcds.append(XRCD(v.ctx, XRCDInitAttr(e.IBV_XRCD_INIT_ATTR_FD | e.IBV_XRCD_INIT_ATTR_OFLAGS,
                                               os.O_CREAT, fd)))
     cq = CQ(v.ctx, 16)
-    for x in xrcds:
+    # Two SRQs in the QP's domain, one in another.
+    for x in (xrcds[0], xrcds[1], xrcds[0]):
         a = SrqInitAttrEx(max_wr=8, max_sge=1)
         a.srq_type = e.IBV_SRQT_XRC
         a.pd = v.pd
@@ -1125,12 +1126,13 @@ def xrc(v, w, check):
         a.comp_mask = (e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD | e.IBV_SRQ_INIT_ATTR_CQ |
                        e.IBV_SRQ_INIT_ATTR_XRCD)
         srqs.append(SRQ(v.ctx, a))
-    mine, foreign = srqs
-    mine_n, foreign_n = mine.get_srq_num(), foreign.get_srq_num()
-    buf = MR(v.pd, 4 * 4096, LW | RW)
-    buf.write(bytes(4 * 4096), 4 * 4096, 0)
-    # Two receives in each SRQ: the foreign ones at offsets 2 and 3.
-    for i, srq in enumerate((mine, mine, foreign, foreign)):
+    mine, foreign, mine2 = srqs
+    mine_n, foreign_n, mine2_n = mine.get_srq_num(), foreign.get_srq_num(), mine2.get_srq_num()
+    buf = MR(v.pd, 5 * 4096, LW | RW)
+    buf.write(bytes(5 * 4096), 5 * 4096, 0)
+    # Receives at offsets 0 and 1 in `mine`, 2 and 3 in `foreign`, 4 in
+    # `mine2`.
+    for i, srq in enumerate((mine, mine, foreign, foreign, mine2)):
         srq.post_recv(RecvWR(wr_id=i + 1, num_sge=1, sg=[SGE(buf.buf + 4096 * i, 4096, buf.lkey)]))
     tgt = QP(v.ctx, QPInitAttrEx(qp_type=e.IBV_QPT_XRC_RECV, comp_mask=e.IBV_QP_INIT_ATTR_XRCD,
                                  xrcd=xrcds[0]))
@@ -1157,7 +1159,7 @@ def xrc(v, w, check):
         got = w.drain()
         late = completions(cq, 1, timeout=1.0)
         check(counted(w, before, "rx_drop_xrc_srq") == 1 and not got and not late
-              and all(region(i) == bytes(4096) for i in range(4)),
+              and all(region(i) == bytes(4096) for i in range(5)),
               f"{what}: dropped, rx_drop_xrc_srq +1, no answer, no completion, memory untouched "
               f"(answers {got}, completions {late})")
 
@@ -1180,16 +1182,19 @@ def xrc(v, w, check):
           f"XRC SEND Only to its own domain's SRQ lands in that SRQ's receive ({got})")
     check(bool(acks), f"... and is acknowledged with an XRC ACKNOWLEDGE ({acks})")
 
-    # A SEND that begins at this domain's SRQ cannot go on at another's.
+    # A SEND that took a receive from one SRQ cannot go on at another of
+    # the same domain, nor can another message start there while it holds
+    # that receive.
     psn = PSN + 1
     w.send(q, XRC_SEND_FIRST, psn, xrceth(mine_n), b"1" * MTU)
     before = w.counters.read()
-    w.send(q, XRC_SEND_LAST, psn + 1, xrceth(foreign_n), b"2" * 8)
+    w.send(q, XRC_SEND_LAST, psn + 1, xrceth(mine2_n), b"2" * 8)
+    w.send(q, XRC_SEND_ONLY, psn + 1, xrceth(mine2_n), b"3" * 8)
     w.drain()
-    check(counted(w, before, "rx_drop_xrc_srq") == 1 and not completions(cq, 1, timeout=0.5)
-          and region(2) == bytes(4096) and region(3) == bytes(4096),
-          "XRC SEND Last naming another domain's SRQ inside a SEND begun at this one: dropped, "
-          "rx_drop_xrc_srq +1")
+    check(counted(w, before, "rx_drop_xrc_srq") == 2 and not completions(cq, 1, timeout=0.5)
+          and all(region(i) == bytes(4096) for i in (2, 3, 4)),
+          "inside a SEND begun at one SRQ, a Last and a new SEND naming another SRQ of the same "
+          "domain: dropped, rx_drop_xrc_srq +2, nothing lands")
     w.send(q, XRC_SEND_LAST, psn + 1, xrceth(mine_n), b"2" * 8)
     got = completions(cq, 1)
     check(got == [(2, e.IBV_WC_SUCCESS, MTU + 8)] and region(1)[:MTU + 8] == b"1" * MTU + b"2" * 8,

@@ -450,6 +450,12 @@ impl<W, const R: usize, const A: usize> Responder<W, R, A> {
         }
     }
 
+    /// The receive WQE the responder holds, if any: the one its message in
+    /// progress took, or one kept for the next message.
+    pub fn held_recv(&self) -> Option<&W> {
+        self.recv.as_ref().map(|p| &p.wqe).or(self.spare.as_ref())
+    }
+
     /// Takes back the receive WQE [`hold`](Self::hold) kept.
     pub fn take_held(&mut self) -> Option<W> {
         self.spare.take()

@@ -52,6 +52,8 @@ pub(crate) struct RoxeDev {
     #[pin]
     pub(crate) srq_table: Table<Option<SrqRef<Roxe>>>,
     pub(crate) xrcds: Budget,
+    /// The id the next SRQ gets: SRQ numbers are reused, ids never.
+    pub(crate) srq_uids: core::sync::atomic::AtomicU64,
     pub(crate) mws: Budget,
     /// Multicast groups and their QPs.
     #[pin]
@@ -136,6 +138,7 @@ impl RoxeDev {
             srqs: Budget::new(MAX_SRQ),
             srq_table <- Table::new(MAX_SRQ),
             xrcds: Budget::new(MAX_XRCD),
+            srq_uids: core::sync::atomic::AtomicU64::new(1),
             mws: Budget::new(MAX_MW),
             mcast <- crate::mcast::Groups::new(),
             parent,

@@ -24,6 +24,11 @@ use kernel::prelude::*;
 pub(crate) struct RoxeSrq {
     /// Number in the device's SRQ table.
     num: u32,
+    /// Unique among the device's SRQs for its life (numbers are reused):
+    /// names where a receive WQE came from ([`RecvCopy::origin`]).
+    ///
+    /// [`RecvCopy::origin`]: crate::wqe::RecvCopy::origin
+    uid: u64,
     max_sge: u32,
     /// The ring and the kernel's view of it. Irq-safe: kernel consumers may
     /// post with interrupts off, and a resize swaps the ring under it.
@@ -121,8 +126,12 @@ pub(crate) fn create<'a>(
         consumer: 0,
         limit: attr.srq_limit,
     };
+    let uid = d
+        .srq_uids
+        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     let init = try_pin_init!(RoxeSrq {
         num,
+        uid,
         max_sge,
         state <- new_spinlock_irq!(state, "roxe_srq"),
     })
@@ -149,6 +158,25 @@ pub(crate) fn publish(srq: &Srq<Roxe>) {
 pub(crate) fn find_xrc(dev: &Device<Roxe>, num: u32, xrcd: XrcdId) -> Option<SrqRef<Roxe>> {
     let srq = dev.data().srq_table.with(num, |e| e.clone()).flatten()?;
     (srq.xrcd() == Some(xrcd)).then_some(srq)
+}
+
+/// The SRQ a receive WQE came from ([`RecvCopy::origin`]), if it still
+/// exists (the same SRQ, not a later one with its number) and belongs to
+/// XRC domain `xrcd`.
+///
+/// [`RecvCopy::origin`]: crate::wqe::RecvCopy::origin
+pub(crate) fn origin_of(
+    dev: &Device<Roxe>,
+    w: &crate::wqe::RecvCopy,
+    xrcd: XrcdId,
+) -> Option<SrqRef<Roxe>> {
+    let (num, uid) = w.origin()?;
+    find_xrc(dev, num, xrcd).filter(|s| s.data().uid == uid)
+}
+
+/// Whether receive WQE `w` came from `srq`.
+pub(crate) fn came_from(w: &crate::wqe::RecvCopy, srq: &Srq<Roxe>) -> bool {
+    w.origin().is_some_and(|(_, uid)| uid == srq.data().uid)
 }
 
 fn ring_for(udata: Option<&UData<'_>>, g: Geometry, slot: usize) -> Result<Ring<RecvWqe>> {
@@ -284,7 +312,8 @@ pub(crate) fn pop(srq: &Srq<Roxe>) -> Option<crate::wqe::RecvCopy> {
     let r = {
         let mut guard = this.state.lock();
         let st = &mut *guard;
-        let r = crate::wqe::take_recv(&st.ring, &mut st.consumer);
+        let r = crate::wqe::take_recv(&st.ring, &mut st.consumer)
+            .map(|r| r.taken_from_srq(this.num, this.uid));
         if r.is_some() && st.limit != 0 {
             let left = st
                 .ring

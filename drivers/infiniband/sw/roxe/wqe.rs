@@ -25,6 +25,8 @@ pub(crate) const MAX_MSG: u64 = 1 << 31;
 /// A receive WQE copied out of its ring, with its SGEs.
 pub(crate) struct RecvCopy {
     wr_id: u64,
+    /// Taken from an SRQ: its number and its id ([`crate::srq::pop`]).
+    origin: Option<(u32, u64)>,
     num_sge: usize,
     sges: [Sge; MAX_SGE as usize],
 }
@@ -87,6 +89,7 @@ pub(crate) fn take_recv(ring: &Ring<RecvWqe>, consumer: &mut u32) -> Option<Recv
     let w = ring.read(*consumer);
     let mut c = RecvCopy {
         wr_id: w.wr_id,
+        origin: None,
         num_sge: 0,
         sges: [Sge::default(); MAX_SGE as usize],
     };
@@ -110,6 +113,17 @@ pub(crate) fn take_recv(ring: &Ring<RecvWqe>, consumer: &mut u32) -> Option<Recv
 }
 
 impl RecvCopy {
+    /// Marks the WQE as taken from SRQ number `num` with id `uid`.
+    pub(crate) fn taken_from_srq(mut self, num: u32, uid: u64) -> Self {
+        self.origin = Some((num, uid));
+        self
+    }
+
+    /// The number and id of the SRQ the WQE came from, if it came from one.
+    pub(crate) fn origin(&self) -> Option<(u32, u64)> {
+        self.origin
+    }
+
     /// The work request ID user space posted it with.
     pub(crate) fn wr_id(&self) -> u64 {
         self.wr_id

@@ -21,8 +21,10 @@
 //! 3. Under a QP's state lock, each on its own and released before the next
 //!    is taken: the SRQ's state (`srq::pop`), a CQ's state (`cq::push`,
 //!    which queues the completion handler to run later with no roxe lock
-//!    held), the device's key table (`keys::with_key`, `keys::with_rkey`) and
-//!    its AH table (`tx::ah_with`). None of these takes a QP lock.
+//!    held), the device's key table (`keys::with_key`, `keys::with_rkey`),
+//!    its AH table (`tx::ah_with`) and its SRQ table (`srq::find_xrc`, for
+//!    an XRC target QP: a counted reference is taken under it). None of
+//!    these takes a QP lock.
 //! 4. A QP's `post_lock` (interrupts off) is never held with any other:
 //!    kernel consumers write their WQE under it, release it, and only then
 //!    take the state lock (or leave the work to the timer when interrupts
@@ -124,9 +126,6 @@ pub(crate) struct QpState {
     pub(crate) ud_park: resp::UdPark,
     /// ECN and CNPs ([`self::cc`]).
     pub(crate) cc: cc::Congestion,
-    /// XRC target: the SRQ the SEND in progress (or the last one) took its
-    /// receive from; its other packets must name the same.
-    pub(crate) xrc_srqn: u32,
 }
 
 impl QpState {
@@ -316,7 +315,6 @@ pub(crate) fn create(
         resp: resp::new_responder(crate::tx::wire(init.qp_type))?,
         ud_park: resp::UdPark::new(),
         cc: cc::Congestion::new(),
-        xrc_srqn: 0,
     };
     let (qp_type, sig_all, xrcd) = (init.qp_type, init.sq_sig_all, init.xrcd);
     let qpn = number.qpn();
@@ -692,13 +690,16 @@ pub(crate) fn flush_held(
 /// the responder holds, then the RQ's. The responder stops.
 fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
-    // An XRC target QP's held receive came from the SRQ its message named,
-    // if that SRQ is still there.
-    let xrc = match (this.qp_type, this.xrcd) {
-        (QpType::XrcTgt, Some(x)) => crate::srq::find_xrc(qp.device(), st.xrc_srqn, x),
+    let held = st.resp.flush();
+    // An XRC target QP's held receive completes to the CQ of the SRQ it
+    // came from, if that SRQ is still there.
+    let xrc = match (this.qp_type, this.xrcd, &held) {
+        (QpType::XrcTgt, Some(x), Some(w)) => crate::srq::origin_of(qp.device(), w, x),
         _ => None,
     };
-    flush_held(qp, xrc.as_deref(), st.resp.flush());
+    if this.qp_type != QpType::XrcTgt || xrc.is_some() {
+        flush_held(qp, xrc.as_deref(), held);
+    }
     // Datagrams kept for ODP memory are lost with the QP's receiving.
     st.ud_park.clear();
     if let (Some(rq), Some(rcq)) = (&this.rq, qp.recv_cq()) {

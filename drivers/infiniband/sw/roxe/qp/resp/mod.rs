@@ -26,7 +26,7 @@ use crate::limits::MAX_QP_RD_ATOM;
 use crate::proto::access::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::proto::aeth::{NakCode, Syndrome};
 use crate::proto::headers::{self, Aeth, AtomicAckEth, Bth, Ext, Packet, DEFAULT_PKEY};
-use crate::proto::opcode::{Opcode, Operation, Transport};
+use crate::proto::opcode::{Opcode, Transport};
 use crate::proto::psn::Psn;
 use crate::proto::responder::{
     self as proto_resp, AtomicOp, Discard, Io, MemError, ReadSegment, RecvCompletion, ScatterError,
@@ -277,9 +277,12 @@ fn drop_reason(d: Discard) -> Drop {
 }
 
 /// The SRQ an XRC request names in its XRCETH, if it is an XRC SRQ of the
-/// target QP's own domain; and inside a SEND, the SRQ the message began
-/// with (its receive WQE came from there). Anything else is dropped and
-/// counted (`rx_drop_xrc_srq`), before the responder sees the packet.
+/// target QP's own domain and, while the responder holds a receive WQE
+/// (a SEND in progress, or one kept for a message to come again), the SRQ
+/// that WQE came from. Anything else is dropped and counted
+/// (`rx_drop_xrc_srq`) before the responder sees the packet: so a WQE is
+/// only ever scattered into, completed or flushed with the SRQ it was
+/// taken from.
 fn xrc_srq(
     qp: &Qp<Roxe>,
     st: &QpState,
@@ -287,12 +290,13 @@ fn xrc_srq(
 ) -> core::result::Result<SrqRef<Roxe>, Drop> {
     let num = pkt.ext.xrceth.ok_or(Drop::XrcSrq)?.srqn;
     let xrcd = qp.data().xrcd.ok_or(Drop::XrcSrq)?;
-    let continues_send =
-        pkt.opcode.operation() == Operation::Send && !pkt.opcode.position().starts_message();
-    if continues_send && st.xrc_srqn != num {
-        return Err(Drop::XrcSrq);
+    let srq = crate::srq::find_xrc(qp.device(), num, xrcd).ok_or(Drop::XrcSrq)?;
+    if let Some(w) = st.resp.held_recv() {
+        if !crate::srq::came_from(w, &srq) {
+            return Err(Drop::XrcSrq);
+        }
     }
-    crate::srq::find_xrc(qp.device(), num, xrcd).ok_or(Drop::XrcSrq)
+    Ok(srq)
 }
 
 /// Takes one request packet of an RC, UC or XRC target QP.
@@ -329,11 +333,6 @@ pub(crate) fn respond(
         let res = resp.on_request(pkt, &mut io);
         (res, io.fatal)
     };
-    if let (Some(x), true) = (&pkt.ext.xrceth, res.is_ok()) {
-        if pkt.opcode.operation() == Operation::Send && pkt.opcode.position().starts_message() {
-            st.xrc_srqn = x.srqn;
-        }
-    }
     if let Some(held) = fatal {
         // IBTA's class A and C errors, as rxe: the NAK went out, and the QP
         // goes to ERR, which flushes every other receive (the one the
