@@ -973,3 +973,93 @@ void roxe_srq_set_xrc_num(struct ib_srq *srq, u32 num)
 	if (srq->srq_type == IB_SRQT_XRC)
 		srq->ext.xrc.srq_num = num;
 }
+
+/*
+ * Raw packet QPs. A tap sees every frame @dev receives (ETH_P_ALL, bound to
+ * the device), as a packet socket does: the stack still gets the frame.
+ */
+void roxe_tap_add(struct packet_type *pt, struct net_device *dev, roxe_tap_fn func)
+{
+	memset(pt, 0, sizeof(*pt));
+	pt->type = htons(ETH_P_ALL);
+	dev_hold(dev);
+	pt->dev = dev;
+	pt->func = func;
+	/* Frames the device sends are not wanted: no clone of each for us. */
+	pt->ignore_outgoing = true;
+	dev_add_pack(pt);
+}
+
+/*
+ * Waits for every running call of the tap's function (synchronize_net),
+ * then lets go of the device.
+ */
+void roxe_tap_remove(struct packet_type *pt)
+{
+	struct net_device *dev = pt->dev;
+
+	dev_remove_pack(pt);
+	dev_put(dev);
+}
+
+bool roxe_skb_outgoing(const struct sk_buff *skb)
+{
+	return skb->pkt_type == PACKET_OUTGOING;
+}
+
+/*
+ * A received frame's length from its MAC header on; 0 for a frame a raw
+ * QP does not take: no MAC header, or a VLAN tag the device took off into
+ * the skb (the frame's bytes would no longer say which VLAN it came on).
+ */
+unsigned int roxe_frame_len(const struct sk_buff *skb)
+{
+	if (!skb_mac_header_was_set(skb) || skb_mac_offset(skb) > 0 ||
+	    skb_vlan_tag_present(skb))
+		return 0;
+	return skb->len - skb_mac_offset(skb);
+}
+
+/* Copies the first @len bytes of a received frame, from its MAC header. */
+int roxe_frame_copy(const struct sk_buff *skb, void *to, unsigned int len)
+{
+	unsigned int mac;
+
+	if (len > roxe_frame_len(skb))
+		return -EINVAL;
+	mac = -skb_mac_offset(skb);
+	if (len <= mac) {
+		memcpy(to, skb_mac_header(skb), len);
+		return 0;
+	}
+	memcpy(to, skb_mac_header(skb), mac);
+	return skb_copy_bits(skb, 0, (u8 *)to + mac, len - mac);
+}
+
+/*
+ * Sends @len bytes at @frame, a whole Ethernet frame from its destination
+ * MAC on, out of @dev. Returns 0 or a negative errno (-ENOBUFS for a frame
+ * the queue dropped).
+ */
+int roxe_raw_xmit(struct net_device *dev, const void *frame, unsigned int len)
+{
+	unsigned int room = LL_RESERVED_SPACE(dev);
+	struct sk_buff *skb;
+	int rc;
+
+	if (len < ETH_HLEN)
+		return -EINVAL;
+	skb = alloc_skb(room + len + dev->needed_tailroom, GFP_ATOMIC);
+	if (!skb)
+		return -ENOMEM;
+	skb_reserve(skb, room);
+	skb_put_data(skb, frame, len);
+	skb->dev = dev;
+	skb_reset_mac_header(skb);
+	skb->protocol = ((const struct ethhdr *)frame)->h_proto;
+	skb_set_network_header(skb, ETH_HLEN);
+	rc = dev_queue_xmit(skb);
+	if (rc > 0)
+		rc = net_xmit_errno(rc);
+	return rc < 0 ? rc : 0;
+}

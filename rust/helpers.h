@@ -134,5 +134,14 @@ void *roxe_res_driver_begin(struct sk_buff *msg);
 struct ib_xrcd *roxe_srq_init_xrcd(const struct ib_srq_init_attr *init);
 struct ib_xrcd *roxe_srq_xrcd(const struct ib_srq *srq);
 void roxe_srq_set_xrc_num(struct ib_srq *srq, u32 num);
+
+typedef int (*roxe_tap_fn)(struct sk_buff *, struct net_device *,
+			   struct packet_type *, struct net_device *);
+void roxe_tap_add(struct packet_type *pt, struct net_device *dev, roxe_tap_fn func);
+void roxe_tap_remove(struct packet_type *pt);
+bool roxe_skb_outgoing(const struct sk_buff *skb);
+unsigned int roxe_frame_len(const struct sk_buff *skb);
+int roxe_frame_copy(const struct sk_buff *skb, void *to, unsigned int len);
+int roxe_raw_xmit(struct net_device *dev, const void *frame, unsigned int len);
 void roxe_res_driver_end(struct sk_buff *msg, void *table, bool ok);
 #endif

@@ -6,6 +6,7 @@
 pub(crate) mod device;
 pub(crate) mod notifier;
 pub(crate) mod skb;
+pub(crate) mod tap;
 pub(crate) mod udp;
 
 pub(crate) use device::NetDevice;

@@ -97,6 +97,9 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Per-MW state, and its verbs (none: [`NoMw`]).
     type Mw: MwOps<Self>;
 
+    /// Per-flow state (`ibv_create_flow`), whose drop stops the steering.
+    type Flow: super::flow::FlowOps<Self>;
+
     /// Allocates an XRC domain (the core shares it between processes; see
     /// [`xrcd`](super::xrcd)). A driver that has it offers XRC: XRC SRQs
     /// and XRC initiator and target QPs.
@@ -222,6 +225,10 @@ impl<T: Driver> Device<T> {
         ops.destroy_srq = Some(Srq::<T>::destroy_cb);
         ops.post_srq_recv = Some(Srq::<T>::post_recv_cb);
         ops.size_ib_srq = size_of::<Srq<T>>();
+        if <T::Flow as super::flow::FlowOps<T>>::HAS_CREATE {
+            ops.create_flow = Some(super::flow::create_cb::<T>);
+            ops.destroy_flow = Some(super::flow::destroy_cb::<T>);
+        }
         if T::HAS_ALLOC_XRCD {
             ops.alloc_xrcd = Some(super::xrcd::alloc_cb::<T>);
             ops.dealloc_xrcd = Some(super::xrcd::dealloc_cb::<T>);

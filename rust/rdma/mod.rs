@@ -12,6 +12,7 @@ pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod errno;
 pub(crate) mod fault;
+pub(crate) mod flow;
 pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod mw;

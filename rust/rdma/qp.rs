@@ -177,12 +177,16 @@ pub(crate) enum QpType {
     /// core with no udata, PD, CQs or queues; what it receives goes to an
     /// SRQ of its XRC domain that each packet names.
     XrcTgt,
+    /// Raw packet: whole Ethernet frames out of the port's netdev, and in
+    /// as flow rules steer them (the core lets only `CAP_NET_RAW` make
+    /// one).
+    RawPacket,
 }
 
 impl QpType {
     /// Whether the QP is connected to one remote QP (RC, UC, XRC).
     pub(crate) fn is_connected(self) -> bool {
-        !matches!(self, QpType::Ud | QpType::Gsi)
+        !matches!(self, QpType::Ud | QpType::Gsi | QpType::RawPacket)
     }
 
     /// Whether the QP's transport is reliable (RC, XRC): acknowledged,
@@ -199,6 +203,7 @@ impl QpType {
             bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
             bindings::ib_qp_type_IB_QPT_XRC_INI => QpType::XrcIni,
             bindings::ib_qp_type_IB_QPT_XRC_TGT => QpType::XrcTgt,
+            bindings::ib_qp_type_IB_QPT_RAW_PACKET => QpType::RawPacket,
             _ => return None,
         })
     }
@@ -211,6 +216,7 @@ impl QpType {
             QpType::Gsi => bindings::ib_qp_type_IB_QPT_GSI,
             QpType::XrcIni => bindings::ib_qp_type_IB_QPT_XRC_INI,
             QpType::XrcTgt => bindings::ib_qp_type_IB_QPT_XRC_TGT,
+            QpType::RawPacket => bindings::ib_qp_type_IB_QPT_RAW_PACKET,
         }
     }
 }

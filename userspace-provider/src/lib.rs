@@ -14,9 +14,11 @@
 //! address handles, queue pairs and shared receive queues whose work
 //! requests go straight into user-mapped rings ([`wq`], [`qp`]; sends ring a
 //! doorbell, receives need no system call; sends also through the
-//! `ibv_wr_*` interface), memory windows, bound through the send ring, and
+//! `ibv_wr_*` interface), memory windows, bound through the send ring,
 //! XRC (domains, XRC SRQs, XRC send QPs, whose WQEs name the remote SRQ,
-//! and ringless XRC receive QPs, created or opened).
+//! and ringless XRC receive QPs, created or opened), and raw packet QPs,
+//! which send and receive whole Ethernet frames, with the flow steering
+//! rules that deliver frames to them ([`flow`]).
 //! Every other verb is left NULL, so libibverbs' own dummy answers
 //! `EOPNOTSUPP`.
 //!
@@ -32,6 +34,7 @@ pub mod context;
 pub mod cq;
 pub mod device;
 pub mod errno;
+pub mod flow;
 pub mod matching;
 pub mod qp;
 pub mod ring;

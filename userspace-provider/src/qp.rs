@@ -25,6 +25,12 @@
 //! [`xrc_wqe`]); an XRC receive QP has no rings at all ([`rings`]). The
 //! checks of `ibv_create_srq_ex` and `ibv_open_qp` are here as well
 //! ([`check_srq_init_attr`], [`check_open_attr`]).
+//!
+//! Raw packet: a raw packet QP has the rings of a UD QP but no SRQ
+//! ([`check_srq_use`]). Each send work request is a plain `IBV_WR_SEND`
+//! whose data is a whole Ethernet frame, from the destination MAC on, so
+//! its WQE names no destination ([`raw_wqe`]); receives are ordinary
+//! receive WQEs.
 
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
@@ -82,16 +88,23 @@ pub const UD_SEND_OPS: u64 = ibv::QP_EX_WITH_SEND | ibv::QP_EX_WITH_SEND_WITH_IM
 /// write, which roxe's XRC transport does not carry.
 pub const XRC_SEND_OPS: u64 = RC_SEND_OPS & !ibv::QP_EX_WITH_ATOMIC_WRITE;
 
+/// The `ibv_wr_*` builders a raw packet QP offers: plain sends, each a
+/// whole frame. No immediate data (a frame has nowhere to carry it) and
+/// no TSO.
+pub const RAW_SEND_OPS: u64 = ibv::QP_EX_WITH_SEND;
+
 /// Checks the fields of an `ibv_qp_init_attr_ex` that roxe interprets.
 ///
-/// Fails with `EOPNOTSUPP` for QP types other than RC, UC, UD, XRC send and
-/// XRC receive, for `comp_mask` bits roxe does not support (TSO, RSS, ...),
-/// for any creation flag, with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` for a
+/// Fails with `EOPNOTSUPP` for QP types other than RC, UC, UD, raw packet,
+/// XRC send and XRC receive, for `comp_mask` bits roxe does not support
+/// (TSO, RSS, ...), for any creation flag (among them the raw packet
+/// offloads), with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` for a
 /// `send_ops_flags` bit that is not in [`RC_SEND_OPS`], [`UC_SEND_OPS`],
-/// [`UD_SEND_OPS`] or [`XRC_SEND_OPS`] for the QP's type, and for an XRC
-/// receive QP, which has no send queue, with the bit at all. Fails with
-/// `EINVAL` if an XRC receive QP names no XRC domain, or another QP no PD
-/// or an XRC domain (which only XRC receive QPs belong to).
+/// [`UD_SEND_OPS`], [`RAW_SEND_OPS`] or [`XRC_SEND_OPS`] for the QP's
+/// type, and for an XRC receive QP, which has no send queue, with the bit
+/// at all. Fails with `EINVAL` if an XRC receive QP names no XRC domain,
+/// or another QP no PD or an XRC domain (which only XRC receive QPs belong
+/// to). A raw packet QP's SRQ is checked by [`check_srq_use`].
 pub fn check_init_attr(
     qp_type: u32,
     comp_mask: u32,
@@ -108,6 +121,7 @@ pub fn check_init_attr(
         ibv::QPT_RC => Some(RC_SEND_OPS),
         ibv::QPT_UC => Some(UC_SEND_OPS),
         ibv::QPT_UD => Some(UD_SEND_OPS),
+        ibv::QPT_RAW_PACKET => Some(RAW_SEND_OPS),
         ibv::QPT_XRC_SEND => Some(XRC_SEND_OPS),
         ibv::QPT_XRC_RECV => None,
         _ => return Err(Errno::EOPNOTSUPP),
@@ -129,6 +143,18 @@ pub fn check_init_attr(
     Ok(())
 }
 
+/// Checks whether a QP of `qp_type` may have an SRQ (`has_srq`).
+///
+/// A raw packet QP receives its frames into its own receive ring only:
+/// with an SRQ it fails with `EINVAL`. Whether other QP types may have one
+/// is the kernel's to decide.
+pub fn check_srq_use(qp_type: u32, has_srq: bool) -> Result<(), Errno> {
+    if qp_type == ibv::QPT_RAW_PACKET && has_srq {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
+}
+
 /// Which rings a QP has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rings {
@@ -144,7 +170,8 @@ pub struct Rings {
 /// (so there is no driver response to read), and what it receives goes
 /// into the XRC SRQs of its domain. Every other QP has a send ring, and a
 /// receive ring unless it has an SRQ or is an XRC send QP, which receives
-/// nothing.
+/// nothing. A raw packet QP has both, like a UD QP ([`check_srq_use`]
+/// refuses an SRQ for it).
 pub fn rings(qp_type: u32, has_srq: bool) -> Rings {
     match qp_type {
         ibv::QPT_XRC_RECV => Rings {
@@ -170,6 +197,42 @@ pub fn check_rq_presence(rq: &RingInfo, wanted: bool) -> Result<(), Errno> {
         return Err(Errno::EPROTO);
     }
     Ok(())
+}
+
+/// Which of the CQs libibverbs records for a QP (`ibv_qp.send_cq` and
+/// `ibv_qp.recv_cq`) the kernel took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelCqs {
+    /// The send CQ.
+    pub send: bool,
+    /// The receive CQ.
+    pub recv: bool,
+}
+
+/// The CQs the kernel took for a QP of `qp_type`, and so the only ones
+/// that are sure to be live roxe CQs while the QP is.
+///
+/// libibverbs records whatever CQs the caller passed, but sends only some
+/// of them (`ibv_icmd_create_qp`): none for an XRC receive QP, whose
+/// receives complete on the CQs of the XRC SRQs, and no receive CQ for an
+/// XRC send QP, which receives nothing. The caller may have destroyed the
+/// CQs the kernel never saw, or passed another device's. Every other QP
+/// (raw packet QPs among them) has both.
+pub fn kernel_cqs(qp_type: u32) -> KernelCqs {
+    match qp_type {
+        ibv::QPT_XRC_RECV => KernelCqs {
+            send: false,
+            recv: false,
+        },
+        ibv::QPT_XRC_SEND => KernelCqs {
+            send: true,
+            recv: false,
+        },
+        _ => KernelCqs {
+            send: true,
+            recv: true,
+        },
+    }
 }
 
 /// The `ibv_srq_init_attr_ex.comp_mask` bits roxe accepts.
@@ -282,11 +345,19 @@ pub enum WrPart {
 ///
 /// Memory-window binds read `bind_mw` (see [`bind_fields`]); they fail
 /// with `EINVAL` on QPs other than RC, UC and XRC send, which cannot bind.
-/// An XRC send QP reads the other members as RC does. Other opcodes
+/// An XRC send QP reads the other members as RC does. A raw packet QP
+/// sends frames and nothing else: `IBV_WR_SEND` reads no member, and any
+/// other opcode fails with `EINVAL`. Other opcodes on the other QP types
 /// (among them atomic write and flush on an XRC send QP) are passed on
 /// unchecked; the kernel's doorbell completes one it does not accept with
 /// an error and moves the QP to ERR.
 pub fn wr_part(qp_type: u32, opcode: u32) -> Result<WrPart, Errno> {
+    if qp_type == ibv::QPT_RAW_PACKET {
+        return match opcode {
+            ibv::WR_SEND => Ok(WrPart::None),
+            _ => Err(Errno::EINVAL),
+        };
+    }
     if opcode == ibv::WR_BIND_MW {
         return match qp_type {
             ibv::QPT_RC | ibv::QPT_UC | ibv::QPT_XRC_SEND => Ok(WrPart::Bind),
@@ -517,6 +588,21 @@ pub fn xrc_wqe(w: SendWqe, srqn: u32) -> SendWqe {
     }
 }
 
+/// The send WQE `w` as a raw packet QP posts it: only its work request
+/// id, opcode and send flags are kept. The frame in its data names the
+/// destination, so there is no AH, remote QP number or Q_Key, and an
+/// `IBV_WR_SEND` has no immediate data; whatever the caller left in
+/// those fields of its work request does not reach the ring. The SGE and
+/// inline counts are filled in by [`SendQueue::push`].
+pub fn raw_wqe(w: SendWqe) -> SendWqe {
+    SendWqe {
+        wr_id: w.wr_id,
+        opcode: w.opcode,
+        send_flags: w.send_flags,
+        ..SendWqe::default()
+    }
+}
+
 /// What a work request of the `ibv_wr_*` interface must name besides its
 /// operation's fields, by QP type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -528,6 +614,8 @@ pub enum Dest {
     /// A remote XRC SRQ, through `ibv_wr_set_xrc_srqn`, unless the
     /// operation is local (a local invalidate or a bind).
     XrcSrq,
+    /// Nothing: a raw packet QP's frame carries its own destination.
+    Frame,
 }
 
 impl Dest {
@@ -535,6 +623,7 @@ impl Dest {
     pub fn of(qp_type: u32) -> Self {
         match qp_type {
             ibv::QPT_UD => Self::Ud,
+            ibv::QPT_RAW_PACKET => Self::Frame,
             ibv::QPT_XRC_SEND => Self::XrcSrq,
             _ => Self::Connected,
         }
@@ -544,7 +633,8 @@ impl Dest {
     /// (the "QP" setters of the `ibv_wr_post` man page): all but local
     /// invalidates and binds, which do not leave the node.
     fn needed_by(self, opcode: u32) -> bool {
-        self != Self::Connected && !matches!(opcode, ibv::WR_LOCAL_INV | ibv::WR_BIND_MW)
+        matches!(self, Self::Ud | Self::XrcSrq)
+            && !matches!(opcode, ibv::WR_LOCAL_INV | ibv::WR_BIND_MW)
     }
 }
 
@@ -1211,15 +1301,15 @@ mod tests {
     #[test]
     fn init_attr_checks() {
         let pd = ibv::QP_INIT_ATTR_PD;
-        for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD] {
+        for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD, ibv::QPT_RAW_PACKET] {
             assert_eq!(check_init_attr(t, pd, 0, 0), Ok(()));
             assert_eq!(
                 check_init_attr(t, pd | ibv::QP_INIT_ATTR_CREATE_FLAGS, 0, 0),
                 Ok(())
             );
         }
-        // Raw packet, driver and unknown QPs.
-        for t in [8, 0xff, 0, 5, 11] {
+        // Driver and unknown QPs (IB_QPT_SMI and IB_QPT_GSI are 0 and 1).
+        for t in [0xff, 0, 1, 5, 7, 11] {
             assert_eq!(
                 check_init_attr(t, pd, 0, 0),
                 Err(Errno::EOPNOTSUPP),
@@ -1249,6 +1339,48 @@ mod tests {
         // Flags without the mask bit are not looked at.
         assert_eq!(check_init_attr(ibv::QPT_UD, pd, 1 << 1, 0), Ok(()));
         assert_eq!(check_init_attr(ibv::QPT_RC, 0, 0, 0), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn raw_packet_qps_are_created_like_ud_qps_without_an_srq() {
+        let (pd, raw) = (ibv::QP_INIT_ATTR_PD, ibv::QPT_RAW_PACKET);
+        assert_eq!(check_init_attr(raw, pd, 0, 0), Ok(()));
+        assert_eq!(check_srq_use(raw, false), Ok(()));
+        assert_eq!(check_srq_use(raw, true), Err(Errno::EINVAL));
+        // Other QPs' SRQs are the kernel's to judge.
+        for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD, ibv::QPT_XRC_SEND] {
+            assert_eq!(check_srq_use(t, true), Ok(()), "type {t}");
+        }
+        // A PD is needed, an XRC domain refused.
+        assert_eq!(check_init_attr(raw, 0, 0, 0), Err(Errno::EINVAL));
+        let xrcd = ibv::QP_INIT_ATTR_XRCD;
+        assert_eq!(check_init_attr(raw, pd | xrcd, 0, 0), Err(Errno::EINVAL));
+        // No offloads: IBV_QP_CREATE_SCATTER_FCS, _CVLAN_STRIPPING,
+        // _PCI_WRITE_END_PADDING; no TSO, no RSS.
+        let flags = pd | ibv::QP_INIT_ATTR_CREATE_FLAGS;
+        for flag in [1 << 8, 1 << 9, 1 << 11] {
+            assert_eq!(
+                check_init_attr(raw, flags, flag, 0),
+                Err(Errno::EOPNOTSUPP),
+                "flag {flag:#x}"
+            );
+        }
+        for bit in [
+            ibv::QP_INIT_ATTR_MAX_TSO_HEADER,
+            ibv::QP_INIT_ATTR_IND_TABLE | ibv::QP_INIT_ATTR_RX_HASH,
+        ] {
+            assert_eq!(
+                check_init_attr(raw, pd | bit, 0, 0),
+                Err(Errno::EOPNOTSUPP),
+                "mask {bit:#x}"
+            );
+        }
+        // Both rings, as a UD QP has.
+        let both = Rings {
+            send: true,
+            recv: true,
+        };
+        assert_eq!(rings(raw, false), both);
     }
 
     #[test]
@@ -1315,6 +1447,27 @@ mod tests {
         };
         assert_eq!(rings(ibv::QPT_XRC_RECV, false), none);
         assert_eq!(rings(ibv::QPT_XRC_RECV, true), none);
+    }
+
+    #[test]
+    fn only_the_cqs_the_kernel_took_are_cleaned() {
+        let both = KernelCqs {
+            send: true,
+            recv: true,
+        };
+        for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD, ibv::QPT_RAW_PACKET] {
+            assert_eq!(kernel_cqs(t), both);
+        }
+        let send_only = KernelCqs {
+            send: true,
+            recv: false,
+        };
+        assert_eq!(kernel_cqs(ibv::QPT_XRC_SEND), send_only);
+        let none = KernelCqs {
+            send: false,
+            recv: false,
+        };
+        assert_eq!(kernel_cqs(ibv::QPT_XRC_RECV), none);
     }
 
     #[test]
@@ -1385,7 +1538,13 @@ mod tests {
         let ok = |t, ops| check_init_attr(t, mask, 0, ops) == Ok(());
         // Every single op, on each type: what rdma-core's rxe offers,
         // without TSO.
-        let types = [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD, ibv::QPT_XRC_SEND];
+        let types = [
+            ibv::QPT_RC,
+            ibv::QPT_UC,
+            ibv::QPT_UD,
+            ibv::QPT_RAW_PACKET,
+            ibv::QPT_XRC_SEND,
+        ];
         let offered: Vec<(u32, Vec<u32>)> = types
             .into_iter()
             .map(|t| (t, (0..64).filter(|&b| ok(t, 1u64 << b)).collect()))
@@ -1396,6 +1555,8 @@ mod tests {
                 (ibv::QPT_RC, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12]),
                 (ibv::QPT_UC, vec![0, 1, 2, 3, 8, 9]),
                 (ibv::QPT_UD, vec![2, 3]),
+                // Plain sends only.
+                (ibv::QPT_RAW_PACKET, vec![2]),
                 // RC's, but atomic write.
                 (ibv::QPT_XRC_SEND, vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
             ]
@@ -1407,13 +1568,16 @@ mod tests {
         assert!(!ok(ibv::QPT_UC, UC_SEND_OPS | ibv::QP_EX_WITH_ATOMIC_WRITE));
         assert!(!ok(ibv::QPT_RC, ibv::QP_EX_WITH_TSO));
         assert!(!ok(ibv::QPT_UD, UD_SEND_OPS | ibv::QP_EX_WITH_RDMA_WRITE));
+        assert!(ok(ibv::QPT_RAW_PACKET, RAW_SEND_OPS));
+        assert!(!ok(ibv::QPT_RAW_PACKET, ibv::QP_EX_WITH_TSO));
+        assert!(!ok(ibv::QPT_RAW_PACKET, UD_SEND_OPS));
         // Without the mask bit the flags are not looked at.
         assert_eq!(
             check_init_attr(ibv::QPT_UD, ibv::QP_INIT_ATTR_PD, 0, u64::MAX),
             Ok(())
         );
         // The type is checked first.
-        assert_eq!(check_init_attr(8, mask, 0, 0), Err(Errno::EOPNOTSUPP));
+        assert_eq!(check_init_attr(0xff, mask, 0, 0), Err(Errno::EOPNOTSUPP));
     }
 
     #[test]
@@ -1490,6 +1654,59 @@ mod tests {
             assert_eq!(xrc(op), rc(op), "opcode {op}");
         }
         assert_eq!(xrc(ibv::WR_BIND_MW), Ok(Bind));
+        // A raw packet QP sends frames: `IBV_WR_SEND` reads no member (not
+        // even `wr.ud`), and every other opcode is refused here.
+        let raw = |op| wr_part(ibv::QPT_RAW_PACKET, op);
+        assert_eq!(raw(ibv::WR_SEND), Ok(None));
+        for op in (0..=255).chain([u32::MAX]) {
+            if op != ibv::WR_SEND {
+                assert_eq!(raw(op), Err(Errno::EINVAL), "opcode {op}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_raw_wqe_names_no_destination() {
+        // Whatever the caller left in `imm_data` and the `wr` union.
+        let w = SendWqe {
+            wr_id: 9,
+            opcode: ibv::WR_SEND,
+            send_flags: ibv::SEND_SIGNALED | ibv::SEND_INLINE,
+            imm_data: 0x1234_5678,
+            num_sge: 1,
+            inline_len: 60,
+            rkey: 0x77,
+            remote_addr: 0xfeed_0000,
+            compare_add: 1,
+            swap: 2,
+            ah_num: 17,
+            remote_qpn: 0x00ab_cdef,
+            remote_qkey: 0x1111_2222,
+            _reserved: 3,
+        };
+        assert_eq!(
+            raw_wqe(w),
+            SendWqe {
+                wr_id: 9,
+                opcode: ibv::WR_SEND,
+                send_flags: ibv::SEND_SIGNALED | ibv::SEND_INLINE,
+                ..SendWqe::default()
+            }
+        );
+        // In the slot: the frame, and zero where a destination would be.
+        let mut sq = send_queue(2);
+        let frame = send_wqe(9, ibv::WR_SEND, 0, 0x1234_5678, WrFields::None);
+        sq.push(raw_wqe(frame), &[sge(1, 64)], no_copy)
+            .expect("room");
+        let slot = sq.ring().memory().slot(0);
+        assert_eq!((u64_at(slot, 0), u32_at(slot, 8)), (9, ibv::WR_SEND));
+        assert_eq!(u32_at(slot, 16), 0, "no immediate data");
+        assert_eq!(
+            (u32_at(slot, 56), u32_at(slot, 60), u32_at(slot, 64)),
+            (0, 0, 0),
+            "no AH, remote QPN or Q_Key"
+        );
+        assert_eq!((u32_at(slot, 20), decode_sge(slot, 72)), (1, sge(1, 64)));
     }
 
     #[test]
@@ -2182,13 +2399,47 @@ mod tests {
         assert_eq!(Dest::of(ibv::QPT_UC), Dest::Connected);
         assert_eq!(Dest::of(ibv::QPT_UD), Dest::Ud);
         assert_eq!(Dest::of(ibv::QPT_XRC_SEND), Dest::XrcSrq);
+        assert_eq!(Dest::of(ibv::QPT_RAW_PACKET), Dest::Frame);
         let needs = |d: Dest, op| d.needed_by(op);
         assert!(!needs(Dest::Connected, ibv::WR_SEND));
+        assert!(!needs(Dest::Frame, ibv::WR_SEND));
         assert!(needs(Dest::Ud, ibv::WR_SEND));
         assert!(needs(Dest::XrcSrq, ibv::WR_RDMA_READ));
         assert!(needs(Dest::XrcSrq, ibv::WR_ATOMIC_CMP_AND_SWP));
         assert!(!needs(Dest::XrcSrq, ibv::WR_LOCAL_INV));
         assert!(!needs(Dest::XrcSrq, ibv::WR_BIND_MW));
+    }
+
+    #[test]
+    fn raw_work_requests_need_no_destination_and_take_none() {
+        let send = |id| send_wqe(id, ibv::WR_SEND, 0, 0, WrFields::None);
+        let mut sq = wr_queue(4, Dest::Frame);
+        sq.wr_start();
+        sq.wr_build(Ok(send(1)));
+        sq.wr_set_sge(sge(1, 60));
+        sq.wr_build(Ok(send(2)));
+        sq.wr_set_inline(&[data_buf(3, 14), data_buf(4, 46)], copy_buf);
+        assert_eq!(sq.wr_complete(), Ok(true));
+        let m = sq.ring().memory();
+        let w = decode_send(m.slot(0));
+        assert_eq!((w.wr_id, w.num_sge, w.inline_len), (1, 1, 0));
+        assert_eq!((w.ah_num, w.remote_qpn, w.remote_qkey), (0, 0, 0));
+        let w = decode_send(m.slot(1));
+        assert_eq!((w.wr_id, w.num_sge, w.inline_len), (2, 0, 60));
+        assert_eq!(m.slot(1)[72..86], [3; 14], "the frame's MAC header");
+        // A UD address or an XRC SRQ fails the batch.
+        for ud in [true, false] {
+            sq.wr_start();
+            sq.wr_build(Ok(send(5)));
+            sq.wr_set_sge(sge(1, 60));
+            if ud {
+                sq.wr_set_ud(1, 2, 3);
+            } else {
+                sq.wr_set_xrc_srqn(4);
+            }
+            assert_eq!(sq.wr_complete(), Err(Errno::EINVAL), "UD address: {ud}");
+        }
+        assert_eq!(*sq.ring().memory().producer_stores.borrow(), [2]);
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod access;
 pub mod aeth;
 pub mod cnp;
 pub mod dcqcn;
+pub mod flow;
 pub mod headers;
 pub mod icrc;
 pub mod ip;

@@ -903,6 +903,9 @@ pub const QPT_RC: u32 = 2;
 pub const QPT_UC: u32 = 3;
 /// `IBV_QPT_UD`.
 pub const QPT_UD: u32 = 4;
+/// `IBV_QPT_RAW_PACKET`: whole Ethernet frames, sent as the work request
+/// gives them and received as flow steering delivers them.
+pub const QPT_RAW_PACKET: u32 = 8;
 /// `IBV_QPT_XRC_SEND`: an XRC initiator, a send queue whose work requests
 /// each name a remote XRC SRQ.
 pub const QPT_XRC_SEND: u32 = 9;
@@ -1462,6 +1465,51 @@ pub struct QpOpenAttr {
     pub qp_context: *mut c_void,
     /// `qp_type` (`enum ibv_qp_type`).
     pub qp_type: u32,
+}
+
+/// `struct ibv_flow_attr`: the header of `ibv_create_flow`'s argument.
+///
+/// `num_of_specs` specifications (`struct ibv_flow_spec_*`, each starting
+/// with its type and size) follow it directly in the caller's memory;
+/// libibverbs' `ibv_cmd_create_flow` walks and converts them, so roxe
+/// declares only the header.
+#[repr(C)]
+pub struct FlowAttr {
+    /// `comp_mask`: no bits are defined.
+    pub comp_mask: u32,
+    /// `type` (`enum ibv_flow_attr_type`).
+    pub type_: u32,
+    /// `size`: this header and the specifications, in bytes.
+    pub size: u16,
+    /// `priority`.
+    pub priority: u16,
+    /// `num_of_specs`.
+    pub num_of_specs: u8,
+    /// `port`.
+    pub port: u8,
+    /// `flags` (`enum ibv_flow_flags`).
+    pub flags: u32,
+}
+
+/// `struct ibv_flow`: a steering rule, which the provider allocates and
+/// `ibv_cmd_create_flow` fills in.
+#[repr(C)]
+pub struct Flow {
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `context`.
+    pub context: *mut Context,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+}
+
+impl Flow {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        comp_mask: 0,
+        context: core::ptr::null_mut(),
+        handle: 0,
+    };
 }
 
 /// `enum ibv_mw_type` is an `int`-sized enum.

@@ -24,8 +24,11 @@
 //! `create_xsrq` and `open_qp` structures from the installed headers,
 //! `struct verbs_xrcd`, `struct verbs_srq` and the `kern-abi.h` wrappers
 //! `ibv_open_xrcd`, `ibv_create_xsrq` and `ibv_open_qp` restated from
-//! rdma-core `v44.0`. A test reports every mismatch of its group, not only
-//! the first.
+//! rdma-core `v44.0`. The flow steering structures (`flow_layouts`:
+//! `ibv_flow`, `ibv_flow_attr`) and the raw packet QP type
+//! (`raw_packet_constants`) were printed the same way from the installed
+//! `<infiniband/verbs.h>`. A test reports every mismatch of its group, not
+//! only the first.
 
 use core::mem::{align_of, offset_of, size_of};
 
@@ -1245,6 +1248,36 @@ fn xrc_layouts() {
         core_payload: 8,
     });
     assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// Flow steering: the public `verbs.h` structures a provider allocates
+/// (`ibv_flow`) and receives (`ibv_flow_attr`, the header of a rule).
+#[test]
+fn flow_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, ibv::Flow, size 24, align 8 {
+        comp_mask: 0,
+        context: 8,
+        handle: 16,
+    });
+    assert_layout!(errs, ibv::FlowAttr, size 20, align 4 {
+        comp_mask: 0,
+        type_: 4,
+        size: 8,
+        priority: 10,
+        num_of_specs: 12,
+        port: 13,
+        flags: 16,
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// The raw packet QP type, as a C program printed it from
+/// `<infiniband/verbs.h>` (libibverbs-dev 44.0-2).
+#[test]
+fn raw_packet_constants() {
+    assert_eq!(ibv::QPT_RAW_PACKET, 8);
+    assert_eq!((ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD), (2, 3, 4));
 }
 
 /// roxe's responses: core response, then the `roxe_uapi` part right after

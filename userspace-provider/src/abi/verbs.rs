@@ -241,8 +241,12 @@ context_ops! {
             init_attr: *mut ibv::CqInitAttrEx,
         ) -> *mut ibv::CqEx,
     >,
-    /// `create_flow`.
-    create_flow: OpaqueFn,
+    /// `create_flow`: returns NULL with `errno` set on failure.
+    /// libibverbs' inline `ibv_create_flow` calls it (as `verbs_context`'s
+    /// `ibv_create_flow`, which `verbs_set_ops` fills in).
+    create_flow: Option<
+        unsafe extern "C" fn(qp: *mut ibv::Qp, flow_attr: *mut ibv::FlowAttr) -> *mut ibv::Flow,
+    >,
     /// `create_flow_action_esp`.
     create_flow_action_esp: OpaqueFn,
     /// `create_qp`: returns NULL with `errno` set on failure.
@@ -287,8 +291,10 @@ context_ops! {
     destroy_counters: OpaqueFn,
     /// `destroy_cq`: returns 0 or a positive errno.
     destroy_cq: Option<unsafe extern "C" fn(cq: *mut ibv::Cq) -> c_int>,
-    /// `destroy_flow`.
-    destroy_flow: OpaqueFn,
+    /// `destroy_flow`: returns 0 or a positive errno. libibverbs' inline
+    /// `ibv_destroy_flow` calls it (as `verbs_context`'s
+    /// `ibv_destroy_flow`).
+    destroy_flow: Option<unsafe extern "C" fn(flow: *mut ibv::Flow) -> c_int>,
     /// `destroy_flow_action`.
     destroy_flow_action: OpaqueFn,
     /// `destroy_qp`: returns 0 or a positive errno.

@@ -10,8 +10,10 @@
 //! - [`pd`]: protection domains and memory regions;
 //! - [`cq`]: completion queues, their mapped rings and polling;
 //! - [`ah`]: address handles;
-//! - [`qp`]: queue pairs, their mapped rings, posting (`post_send` and
-//!   the `ibv_wr_*` interface) and the doorbell;
+//! - [`qp`]: queue pairs (raw packet QPs among them), their mapped
+//!   rings, posting (`post_send` and the `ibv_wr_*` interface) and the
+//!   doorbell;
+//! - [`flow`]: flow steering rules;
 //! - [`srq`]: shared receive queues, basic and XRC;
 //! - [`xrcd`]: XRC domains;
 //! - [`mw`]: memory windows and `ibv_bind_mw`;
@@ -24,12 +26,15 @@
 //! `_verbs_init_and_alloc_context`, `verbs_uninit_context`,
 //! `ibv_close_device`, `verbs_init_cq`), `libibverbs/verbs.c` (the public
 //! verbs that call the ops), and the `ibv_cmd_*` helpers in
-//! `libibverbs/cmd.c` (also `ibv_cmd_open_xrcd` and `ibv_cmd_open_qp`),
-//! `cmd_pd.c`, `cmd_mr.c`, `cmd_cq.c`, `cmd_ah.c`, `cmd_qp.c`, `cmd_srq.c`,
-//! `cmd_mw.c`, `cmd_xrcd.c` and `cmd_device.c`.
+//! `libibverbs/cmd.c` (also `ibv_cmd_open_xrcd`, `ibv_cmd_open_qp` and
+//! `ibv_cmd_create_flow`), `cmd_pd.c`, `cmd_mr.c`, `cmd_cq.c`, `cmd_ah.c`,
+//! `cmd_qp.c`, `cmd_srq.c`, `cmd_mw.c`, `cmd_xrcd.c`, `cmd_flow.c` and
+//! `cmd_device.c`, and the inline `ibv_create_flow` and
+//! `ibv_destroy_flow` of `libibverbs/verbs.h`.
 
 mod ah;
 mod cq;
+mod flow;
 mod lock;
 mod mapping;
 mod mw;
@@ -227,6 +232,14 @@ unsafe extern "C" {
         resp_size: usize,
     ) -> c_int;
     fn ibv_cmd_destroy_qp(qp: *mut ibv::Qp) -> c_int;
+    fn ibv_cmd_create_flow(
+        qp: *mut ibv::Qp,
+        flow_id: *mut ibv::Flow,
+        flow_attr: *mut ibv::FlowAttr,
+        ucmd: *mut c_void,
+        ucmd_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_destroy_flow(flow_id: *mut ibv::Flow) -> c_int;
     fn ibv_cmd_attach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int;
     fn ibv_cmd_detach_mcast(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int;
     fn ibv_cmd_post_send(
@@ -361,6 +374,9 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     open_qp: Some(qp::open_qp),
     attach_mcast: Some(qp::attach_mcast),
     detach_mcast: Some(qp::detach_mcast),
+    // Flow steering, for raw packet QPs.
+    create_flow: Some(flow::create_flow),
+    destroy_flow: Some(flow::destroy_flow),
     post_send: Some(qp::post_send),
     post_recv: Some(qp::post_recv),
     create_srq: Some(srq::create_srq),
@@ -738,5 +754,17 @@ mod tests {
         // Still unsupported.
         assert!(o.post_srq_ops.is_none() && o.create_wq.is_none());
         assert!(o.create_rwq_ind_table.is_none());
+    }
+
+    /// Flow steering reaches libibverbs, which calls these through
+    /// `verbs_context`'s `ibv_create_flow` and `ibv_destroy_flow`; flow
+    /// actions and counters stay unsupported.
+    #[test]
+    fn the_flow_ops_are_set() {
+        let o = &CONTEXT_OPS;
+        assert!(o.create_flow.is_some() && o.destroy_flow.is_some());
+        assert!(o.create_flow_action_esp.is_none() && o.destroy_flow_action.is_none());
+        assert!(o.modify_flow_action_esp.is_none());
+        assert!(o.attach_counters_point_flow.is_none() && o.create_counters.is_none());
     }
 }

@@ -227,6 +227,7 @@ pub(super) unsafe extern "C" fn create_srq_ex(
         set_errno(Errno::EINVAL);
         return ptr::null_mut();
     }
+    let mut cmd_attr = command_attr(a, srq_type);
     let vsrq = verbs::Srq {
         srq: ibv::Srq {
             srq_context: a.srq_context,
@@ -243,16 +244,17 @@ pub(super) unsafe extern "C" fn create_srq_ex(
     let srq_ref = unsafe { srq.as_ref() };
     let mut cmd = ibv::CreateXsrq::default();
     let mut resp = driver::CreateSrqResp::default();
-    // SAFETY: `context` and the objects `a` names are valid per the
-    // contract and the checks above; `vsrq` is a `verbs_srq` at its final
-    // address (the kernel's user handle); `cmd` is writable for its core
-    // size (no driver input); `resp` is writable for its full size, with
-    // the driver part right after `ibv_resp`, as for `create_srq`.
+    // SAFETY: `context` and the objects `cmd_attr` names (the caller's) are
+    // valid per the contract and the checks above; `vsrq` is a `verbs_srq`
+    // at its final address (the kernel's user handle); `cmd` is writable
+    // for its core size (no driver input); `resp` is writable for its full
+    // size, with the driver part right after `ibv_resp`, as for
+    // `create_srq`.
     let ret = unsafe {
         ibv_cmd_create_srq_ex(
             context,
             srq_ref.vsrq.get(),
-            a,
+            &raw mut cmd_attr,
             &raw mut cmd,
             size_of_val(&cmd),
             &raw mut resp.ibv_resp,
@@ -265,14 +267,46 @@ pub(super) unsafe extern "C" fn create_srq_ex(
         set_errno(err);
         return ptr::null_mut();
     }
+    // What the command wrote back: the granted limits.
+    a.attr.max_wr = cmd_attr.attr.max_wr;
+    a.attr.max_sge = cmd_attr.attr.max_sge;
     if !xrc {
         // INVARIANT: as in `create_srq`. For an XRC SRQ,
         // `ibv_cmd_create_srq_ex` has stored the kernel's number.
         // SAFETY: `srq` is live and unpublished.
         unsafe { (*srq_ref.vsrq.get()).srq_num = resp.drv.srq_num };
     }
-    // SAFETY: the command succeeded; `a` holds the granted limits.
-    unsafe { map_created(srq, &resp.drv, a.attr.max_sge) }
+    // SAFETY: the command succeeded; `cmd_attr` holds the granted limits.
+    unsafe { map_created(srq, &resp.drv, cmd_attr.attr.max_sge) }
+}
+
+/// The attributes `create_srq_ex` hands `ibv_cmd_create_srq_ex`: the
+/// caller's `a`, with `srq_type` the type [`check_srq_init_attr`] found and
+/// `comp_mask` naming exactly what an SRQ of that type uses (the type, the
+/// PD, and for XRC the domain and the CQ).
+///
+/// Without `IBV_SRQ_INIT_ATTR_TYPE` the SRQ is basic, but the caller's
+/// `srq_type` may hold anything. The ioctl path of `ibv_cmd_create_srq_ex`
+/// looks at `comp_mask` first; its write fallback (a kernel without the SRQ
+/// ioctl) tests `srq_type` alone, and for anything but basic would send the
+/// XRC domain and CQ, which need not exist. A basic SRQ's domain and CQ,
+/// which libibverbs would otherwise record in the `verbs_srq`, are NULL.
+fn command_attr(a: &ibv::SrqInitAttrEx, srq_type: u32) -> ibv::SrqInitAttrEx {
+    let xrc = srq_type == ibv::SRQT_XRC;
+    let mut comp_mask = ibv::SRQ_INIT_ATTR_TYPE | ibv::SRQ_INIT_ATTR_PD;
+    if xrc {
+        comp_mask |= ibv::SRQ_INIT_ATTR_XRCD | ibv::SRQ_INIT_ATTR_CQ;
+    }
+    ibv::SrqInitAttrEx {
+        srq_context: a.srq_context,
+        attr: a.attr,
+        comp_mask,
+        srq_type,
+        pd: a.pd,
+        xrcd: if xrc { a.xrcd } else { ptr::null_mut() },
+        cq: if xrc { a.cq } else { ptr::null_mut() },
+        tm_cap: ibv::TmCap::default(),
+    }
 }
 
 /// `verbs_context_ops.get_srq_num`: the SRQ's number (`ibv_get_srq_num`),
@@ -572,6 +606,46 @@ mod tests {
         // SAFETY: a NULL attribute is refused first.
         assert!(unsafe { create_srq_ex(ptr::null_mut(), ptr::null_mut()) }.is_null());
         assert_eq!(last_errno(), Errno::EINVAL);
+    }
+
+    #[test]
+    fn the_command_gets_the_checked_type() {
+        let (mut pd, mut xrcd) = (ibv::Pd::ZERO, verbs::Xrcd::ZERO);
+        // Never dereferenced: only passed along, or not.
+        let cq = ptr::dangling_mut::<ibv::Cq>();
+        let (pd, xrcd) = (&raw mut pd, &raw mut xrcd.xrcd);
+        let attr = |comp_mask, srq_type| ibv::SrqInitAttrEx {
+            srq_context: ptr::null_mut(),
+            attr: ibv::SrqAttr {
+                max_wr: 16,
+                max_sge: 2,
+                srq_limit: 4,
+            },
+            comp_mask,
+            srq_type,
+            pd,
+            xrcd,
+            cq,
+            tm_cap: ibv::TmCap::default(),
+        };
+        let (ty, with_pd) = (ibv::SRQ_INIT_ATTR_TYPE, ibv::SRQ_INIT_ATTR_PD);
+        let xrc = ty | with_pd | ibv::SRQ_INIT_ATTR_XRCD | ibv::SRQ_INIT_ATTR_CQ;
+        // No type bit, a stale XRC type, and the XRC bits without it: a
+        // basic SRQ, with the type said and no domain or CQ.
+        let stale = attr(xrc & !ty, ibv::SRQT_XRC);
+        let t = check_srq_init_attr(stale.comp_mask, stale.srq_type).expect("basic");
+        let c = command_attr(&stale, t);
+        assert_eq!((c.srq_type, c.comp_mask), (ibv::SRQT_BASIC, ty | with_pd));
+        assert!(c.xrcd.is_null() && c.cq.is_null());
+        assert_eq!(c.pd, pd);
+        let limits = (c.attr.max_wr, c.attr.max_sge, c.attr.srq_limit);
+        assert_eq!(limits, (16, 2, 4));
+        // An XRC SRQ keeps its domain and CQ.
+        let x = attr(xrc, ibv::SRQT_XRC);
+        let t = check_srq_init_attr(x.comp_mask, x.srq_type).expect("XRC");
+        let c = command_attr(&x, t);
+        assert_eq!((c.srq_type, c.comp_mask), (ibv::SRQT_XRC, xrc));
+        assert_eq!((c.pd, c.xrcd, c.cq), (pd, xrcd, cq));
     }
 
     #[test]

@@ -89,9 +89,18 @@ pub(crate) enum Event {
     /// last cut. (A CNP for a QP that is not RC or UC is dropped and
     /// counted in `rx_drop_transport`.)
     RpCnpIgnored,
+    /// Raw packet QPs: frames a flow steered to a QP that landed in its
+    /// receive queue (one per QP the frame went to).
+    RawRx,
+    /// Raw packet QPs: frames a flow steered to a QP that had no receive
+    /// posted, or whose receive buffer could not take them (lost, as a
+    /// NIC's queue would lose them).
+    RawRxDrop,
+    /// Raw packet QPs: frames handed to the netdev's queue.
+    RawTx,
 }
 
-const EVENTS: usize = 30;
+const EVENTS: usize = 33;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -130,6 +139,9 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("np_cnp_sent"),
     c_str!("rp_cnp_handled"),
     c_str!("rp_cnp_ignored"),
+    c_str!("raw_rx_frames"),
+    c_str!("raw_rx_drop"),
+    c_str!("raw_tx_frames"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),

@@ -54,6 +54,9 @@ pub(crate) struct RoxeDev {
     pub(crate) xrcds: Budget,
     /// The id the next SRQ gets: SRQ numbers are reused, ids never.
     pub(crate) srq_uids: core::sync::atomic::AtomicU64,
+    /// Raw packet QPs' flows and the tap that feeds them.
+    #[pin]
+    pub(crate) raw: crate::raw::RawFlows,
     pub(crate) mws: Budget,
     /// Multicast groups and their QPs.
     #[pin]
@@ -98,6 +101,9 @@ impl PinnedDrop for RoxeDev {
                 );
             }
         }
+        // Every flow is gone with the device's QPs, and with it the tap;
+        // this only makes sure.
+        self.raw.stop();
         // A fault still queued may hold the last reference to one of this
         // device's MRs, whose memory names the device: it runs now.
         crate::rdma::odp::flush();
@@ -139,6 +145,7 @@ impl RoxeDev {
             srq_table <- Table::new(MAX_SRQ),
             xrcds: Budget::new(MAX_XRCD),
             srq_uids: core::sync::atomic::AtomicU64::new(1),
+            raw <- crate::raw::RawFlows::new(),
             mws: Budget::new(MAX_MW),
             mcast <- crate::mcast::Groups::new(),
             parent,

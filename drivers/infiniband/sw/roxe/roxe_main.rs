@@ -34,6 +34,7 @@ mod proto {
     pub(crate) mod aeth;
     pub(crate) mod cnp;
     pub(crate) mod dcqcn;
+    pub(crate) mod flow;
     pub(crate) mod headers;
     pub(crate) mod icrc;
     pub(crate) mod ip;
@@ -83,6 +84,8 @@ mod odp;
 mod pd;
 #[deny(unsafe_code)]
 mod qp;
+#[deny(unsafe_code)]
+mod raw;
 #[deny(unsafe_code)]
 mod ring;
 #[deny(unsafe_code)]

@@ -256,8 +256,9 @@ fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Re
     }
     match this.qp_type {
         QpType::Ud | QpType::Gsi => recv_ud(qp, &mut st, pkt, meta.ip),
-        // An XRC initiator has no receive side: requests go to targets.
-        QpType::XrcIni => Err(Drop::Transport),
+        // An XRC initiator has no receive side: requests go to targets. A
+        // raw packet QP takes frames from its flows, not RoCE packets.
+        QpType::XrcIni | QpType::RawPacket => Err(Drop::Transport),
         _ => respond(qp, &mut st, pkt),
     }
 }

@@ -254,7 +254,9 @@ pub(crate) fn wire(t: QpType) -> Wire {
     match t {
         QpType::Rc => Wire::Rc,
         QpType::Uc => Wire::Uc,
-        QpType::Ud | QpType::Gsi => Wire::Ud,
+        // A raw packet QP has no RoCE transport; it sends as UD does (one
+        // message, no acknowledgement) but its own way (`qp::req`).
+        QpType::Ud | QpType::Gsi | QpType::RawPacket => Wire::Ud,
         QpType::XrcIni | QpType::XrcTgt => Wire::Xrc,
     }
 }

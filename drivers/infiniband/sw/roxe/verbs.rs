@@ -82,6 +82,7 @@ const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT
 #[vtable]
 impl Driver for Roxe {
     type Data = RoxeDev;
+    type Flow = crate::raw::RoxeFlow;
 
     // The kernel's `enum rdma_driver_id` has no roxe entry. libroxe matches
     // devices by the `roxe_abi_version` attribute instead.

@@ -17,6 +17,11 @@
 //! XRC send QPs are such QPs with a send ring only. XRC receive QPs, made
 //! by `create_qp_ex` or opened by [`open_qp`], have no rings: the kernel
 //! creates them without driver data, and the posting ops refuse them.
+//!
+//! Raw packet QPs are made like UD QPs, with the same command and driver
+//! response and both rings, but never with an SRQ; they send whole
+//! Ethernet frames (`IBV_WR_SEND` only). Flow steering rules, which
+//! deliver frames to them, are in the `flow` module.
 
 mod ex;
 mod post;
@@ -39,7 +44,7 @@ use crate::abi::{driver, ibv, uverbs, verbs};
 use crate::errno::Errno;
 use crate::qp::{
     Dest, RECV_WQE_HEADER, RecvQueue, SEND_WQE_HEADER, SendQueue, check_init_attr, check_open_attr,
-    check_rq_presence, rings,
+    check_rq_presence, check_srq_use, kernel_cqs, rings,
 };
 use crate::wq::{self, Producer};
 use ex::install_wr_ops;
@@ -166,6 +171,7 @@ unsafe fn create(
         attr.create_flags,
         attr.send_ops_flags,
     )?;
+    check_srq_use(attr.qp_type, !attr.srq.is_null())?;
     // `ibv_cmd_create_qp_ex` finds the domain's handle through the
     // pointer without looking at it first.
     if attr.comp_mask & ibv::QP_INIT_ATTR_XRCD != 0 && attr.xrcd.is_null() {
@@ -255,10 +261,12 @@ unsafe fn create(
 /// send QPs are usually created.
 ///
 /// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for QP types
-/// other than RC, UC, UD and XRC send, `EINVAL` for an XRC receive QP
-/// (which needs `create_qp_ex` and an XRC domain), `EPROTO` if the kernel's
-/// ring description is invalid, or the kernel's or `mmap`'s errno. On
-/// success `attr->cap` holds what the kernel granted.
+/// other than RC, UC, UD, raw packet and XRC send, `EINVAL` for an XRC
+/// receive QP (which needs `create_qp_ex` and an XRC domain) and for a raw
+/// packet QP with an SRQ, `EPROTO` if the kernel's ring description is
+/// invalid, or the kernel's or `mmap`'s errno (`EPERM` for a raw packet QP
+/// without `CAP_NET_RAW`). On success `attr->cap` holds what the kernel
+/// granted.
 ///
 /// # Safety
 ///
@@ -324,7 +332,8 @@ pub(super) unsafe extern "C" fn create_qp(
 /// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for TSO, RSS,
 /// any creation flag and send ops the QP type does not offer
 /// ([`check_init_attr`]), `EINVAL` without a PD (or, for an XRC receive
-/// QP, without an XRC domain), and otherwise as [`create_qp`].
+/// QP, without an XRC domain) and for a raw packet QP with an SRQ, and
+/// otherwise as [`create_qp`].
 ///
 /// # Safety
 ///
@@ -370,15 +379,20 @@ pub(super) unsafe extern "C" fn modify_qp(
         // SAFETY: as above.
         let (qp, state) = unsafe { (Qp::from_ibv(ibqp), (*attr).qp_state) };
         qp.state.store(state, Ordering::Release);
-        // An XRC receive QP has no CQs of its own: its receives complete
-        // on the CQs of the XRC SRQs, which it does not know. The CQ
-        // pointers libibverbs keeps for it are whatever the caller passed,
-        // which the kernel never saw, so they are not touched.
-        if state == ibv::QPS_RESET && qp.qp_type != ibv::QPT_XRC_RECV {
-            // SAFETY: `ibqp` is live, and its CQs are NULL or live roxe CQs
-            // that outlive it.
+        // Only the CQs the kernel took are cleaned: the CQ pointers
+        // libibverbs keeps are whatever the caller passed, and an XRC
+        // receive QP (no CQs of its own) and an XRC send QP (no receive CQ)
+        // never sent some of them, so those may be freed or foreign.
+        if state == ibv::QPS_RESET {
+            let cqs = kernel_cqs(qp.qp_type);
+            // SAFETY: `ibqp` is live; only the pointers are read.
+            let (send_cq, recv_cq, qpn) =
+                unsafe { ((*ibqp).send_cq, (*ibqp).recv_cq, (*ibqp).qp_num) };
+            let scq = if cqs.send { send_cq } else { ptr::null_mut() };
+            let rcq = if cqs.recv { recv_cq } else { ptr::null_mut() };
+            // SAFETY: the CQs the kernel took for the QP are NULL or live
+            // roxe CQs that outlive it; the others are now NULL.
             unsafe {
-                let (scq, rcq, qpn) = ((*ibqp).send_cq, (*ibqp).recv_cq, (*ibqp).qp_num);
                 super::cq::discard_qp(scq, qpn);
                 if rcq != scq {
                     super::cq::discard_qp(rcq, qpn);

@@ -18,7 +18,7 @@ use crate::ffi::mapping::WqMapping;
 use crate::ffi::{ah, cmd_result, errno_ret, ibv_cmd_post_send, mw};
 use crate::qp::{
     BindVia, RecvQueue, SendQueue, WrFields, WrPart, bind_fields, can_post_recv, can_post_send,
-    check_bind_wr, check_num_sge, send_wqe, wr_part, xrc_wqe,
+    check_bind_wr, check_num_sge, raw_wqe, send_wqe, wr_part, xrc_wqe,
 };
 
 /// The SGEs of a work request, after checking their number against `max`.
@@ -51,7 +51,9 @@ unsafe fn sges<'a>(
 /// A memory-window bind is checked as [`bind_fields`] does for a bind
 /// asked for `via`: `ibv_post_send` posts type 2 binds,
 /// [`mw::bind_mw`] posts type 1 binds through here too. On an XRC send QP
-/// every WQE carries `qp_type.xrc.remote_srqn` ([`xrc_wqe`]).
+/// every WQE carries `qp_type.xrc.remote_srqn` ([`xrc_wqe`]). On a raw
+/// packet QP only `IBV_WR_SEND` is accepted, and its WQE carries the frame
+/// and nothing about a destination ([`raw_wqe`]).
 ///
 /// # Safety
 ///
@@ -111,10 +113,12 @@ pub(super) unsafe fn post_one_send(
             bind_fields(via, &bind)?
         }
     };
-    let mut wqe = send_wqe(wr.wr_id, wr.opcode, wr.send_flags, wr.imm_data, fields);
-    if qp_type == ibv::QPT_XRC_SEND {
-        wqe = xrc_wqe(wqe, wr.remote_srqn);
-    }
+    let wqe = send_wqe(wr.wr_id, wr.opcode, wr.send_flags, wr.imm_data, fields);
+    let wqe = match qp_type {
+        ibv::QPT_XRC_SEND => xrc_wqe(wqe, wr.remote_srqn),
+        ibv::QPT_RAW_PACKET => raw_wqe(wqe),
+        _ => wqe,
+    };
     sq.push(wqe, sges, |sge, dst| {
         // CAST: this is C's `(void *)(uintptr_t)sge->addr`; `usize` is 64
         // bits on the only target this crate builds for.
@@ -209,13 +213,15 @@ pub(in crate::ffi) unsafe fn post_single(
 ///
 /// The work requests of an XRC send QP each go to the remote XRC SRQ in
 /// their `qp_type.xrc.remote_srqn`. An XRC receive QP has no send queue.
+/// Those of a raw packet QP are `IBV_WR_SEND`s of whole Ethernet frames.
 ///
 /// Returns 0, or a positive errno with `*bad_wr` set to the first work
 /// request that was not posted; those before it were. `EINVAL` for a QP
 /// without a send queue (an XRC receive QP) or that is not yet in RTS
 /// (nothing is posted), too many SGEs or too much
-/// inline data, a UD work request without an AH, or a memory-window bind
-/// that [`bind_fields`] refuses (only type 2 windows, on RC and UC QPs;
+/// inline data, a UD work request without an AH, an opcode other than
+/// `IBV_WR_SEND` on a raw packet QP, or a memory-window bind that
+/// [`bind_fields`] refuses (only type 2 windows, on RC and UC QPs;
 /// `ibv_bind_mw` binds type 1); `ENOMEM` when the ring is full. A bind
 /// leaves `bind_mw.mw->rkey` alone: the caller knows the new rkey from
 /// `bind_mw.rkey`. If the doorbell itself fails, the work requests are in

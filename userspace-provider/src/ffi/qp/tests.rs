@@ -1029,3 +1029,211 @@ fn open_qp_and_create_qp_ex_refuse_before_the_kernel() {
     let tso = ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_MAX_TSO_HEADER;
     assert_eq!(create(tso, ibv::QPT_XRC_SEND), Errno::EOPNOTSUPP);
 }
+
+#[test]
+fn a_raw_qp_posts_only_sends() {
+    let qp = TestQp::new(ibv::QPT_RAW_PACKET, ibv::QPS_RTS);
+    // Refused before the ring (so no doorbell, which needs a kernel):
+    // immediate data, RDMA, atomics, invalidates, binds.
+    for op in [
+        ibv::WR_SEND_WITH_IMM,
+        ibv::WR_RDMA_WRITE,
+        ibv::WR_RDMA_WRITE_WITH_IMM,
+        ibv::WR_RDMA_READ,
+        ibv::WR_ATOMIC_CMP_AND_SWP,
+        ibv::WR_ATOMIC_FETCH_AND_ADD,
+        ibv::WR_LOCAL_INV,
+        ibv::WR_BIND_MW,
+        ibv::WR_SEND_WITH_INV,
+        ibv::WR_ATOMIC_WRITE,
+        200,
+    ] {
+        let mut wr = send_wr(1, op, 0, &mut []);
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is live and the list valid.
+        let ret = unsafe { post_send(qp.ibv(), &raw mut wr, &raw mut bad) };
+        assert_eq!(
+            (ret, bad),
+            (Errno::EINVAL.get(), &raw mut wr),
+            "opcode {op}"
+        );
+    }
+    assert_eq!(qp.sq.producer(), 0);
+    // Receives are ordinary receive WQEs.
+    let mut s = [ibv::Sge {
+        addr: 0x1000,
+        length: 1514,
+        lkey: 5,
+    }];
+    let mut wrs = [recv_wr(7, &mut s)];
+    assert_eq!(qp.recv(&mut wrs), (0, ptr::null_mut()));
+    assert_eq!(qp.rq.producer(), 1);
+}
+
+#[test]
+fn a_raw_send_wqe_carries_the_frame_and_no_destination() {
+    let qp = TestQp::new(ibv::QPT_RAW_PACKET, ibv::QPS_RTS);
+    // A minimal frame header: destination MAC, source MAC, EtherType.
+    let mut frame = [0u8; 14];
+    frame[..6].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 2]);
+    frame[6..12].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 1]);
+    frame[12..].copy_from_slice(&[0x88, 0xb5]);
+    let mut s = [ibv::Sge {
+        addr: frame.as_ptr().addr() as u64,
+        length: frame.len() as u32,
+        lkey: 0,
+    }];
+    let mut inline = send_wr(1, ibv::WR_SEND, ibv::SEND_INLINE, &mut s);
+    // What a careless caller leaves in the fields a frame has no use for.
+    inline.imm_data = 0x1234_5678;
+    inline.wr = ibv::SendWrWr {
+        ud: ibv::UdWr {
+            ah: ptr::dangling_mut(),
+            remote_qpn: 0x00ab_cdef,
+            remote_qkey: 0x1111_2222,
+        },
+    };
+    inline.remote_srqn = 0x42;
+    let mut g = [ibv::Sge {
+        addr: 0x1000,
+        length: 1514,
+        lkey: 5,
+    }];
+    let gathered = send_wr(2, ibv::WR_SEND, ibv::SEND_SIGNALED, &mut g);
+    // SAFETY: `qp` is live and only this test uses it.
+    let q = unsafe { qp.qp.as_ref() };
+    let mut guard = q.sq.lock();
+    let sq = guard.as_mut().expect("mapped");
+    for wr in [&inline, &gathered] {
+        // SAFETY: the work requests are valid; the inline SGE points at
+        // `frame`, and the AH is never looked at.
+        unsafe { post_one_send(ibv::QPT_RAW_PACKET, sq, wr, BindVia::WorkRequest) }.expect("fits");
+    }
+    assert!(sq.publish());
+    drop(guard);
+    let u32_at = |b: &[u8], off: usize| u32::from_ne_bytes(b[off..off + 4].try_into().expect("4"));
+    let u64_at = |b: &[u8], off: usize| u64::from_ne_bytes(b[off..off + 8].try_into().expect("8"));
+    let w = slot_bytes(&qp.sq, 0, 128, 72 + frame.len());
+    assert_eq!((u64_at(&w, 0), u32_at(&w, 8)), (1, ibv::WR_SEND));
+    assert_eq!((u32_at(&w, 12), u32_at(&w, 24)), (ibv::SEND_INLINE, 14));
+    assert_eq!(u32_at(&w, 16), 0, "no immediate data");
+    assert_eq!(
+        (u32_at(&w, 56), u32_at(&w, 60), u32_at(&w, 64)),
+        (0, 0, 0),
+        "no AH, remote QPN or Q_Key"
+    );
+    assert_eq!(w[72..], frame, "the frame, from the destination MAC on");
+    let w = slot_bytes(&qp.sq, 1, 128, 88);
+    assert_eq!((u64_at(&w, 0), u32_at(&w, 20)), (2, 1));
+    assert_eq!(
+        (u64_at(&w, 72), u32_at(&w, 80), u32_at(&w, 84)),
+        (0x1000, 1514, 5)
+    );
+    // Between the flags and the SGE only `num_sge` (bytes 20..24) is set.
+    assert!(
+        w[16..20].iter().chain(&w[24..72]).all(|&b| b == 0),
+        "nothing else is set"
+    );
+}
+
+#[test]
+fn a_raw_qp_builds_sends_without_a_destination() {
+    let qp = TestQp::with_wr(ibv::QPT_RAW_PACKET, ibv::QPS_RTS, crate::qp::RAW_SEND_OPS);
+    let o = qp.ops();
+    assert!(o.wr_send.is_some() && o.wr_set_sge.is_some() && o.wr_set_sge_list.is_some());
+    assert!(o.wr_set_inline_data.is_some() && o.wr_set_inline_data_list.is_some());
+    assert!(o.wr_send_imm.is_none() && o.wr_send_inv.is_none() && o.wr_send_tso.is_none());
+    assert!(o.wr_rdma_write.is_none() && o.wr_bind_mw.is_none());
+    let ex = qp.ex();
+    let frame = [0xabu8; 42];
+    // SAFETY: the QP is live and offers these ops; the batch is opened
+    // and ended on this thread; the frame is readable. It is aborted:
+    // completing it would ring a doorbell, which needs a kernel.
+    unsafe {
+        (o.wr_start.expect("set"))(ex);
+        qp.set_wr(0x51, ibv::SEND_SIGNALED);
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_inline_data.expect("set"))(ex, frame.as_ptr().cast_mut().cast(), frame.len());
+        // Starting the next writes the first into the ring.
+        qp.set_wr(0x52, 0);
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_sge.expect("set"))(ex, 5, 0x1000, 60);
+    }
+    let w = slot_bytes(&qp.sq, 0, 128, 72 + frame.len());
+    let u32_at = |off: usize| u32::from_ne_bytes(w[off..off + 4].try_into().expect("4"));
+    assert_eq!((u32_at(8), u32_at(24)), (ibv::WR_SEND, 42));
+    assert_eq!((u32_at(56), u32_at(60), u32_at(64)), (0, 0, 0));
+    assert_eq!(w[72..], frame);
+    // SAFETY: as above.
+    unsafe { (o.wr_abort.expect("set"))(ex) };
+    assert_eq!(qp.sq.producer(), 0, "nothing was published");
+    // A UD address or an XRC SRQ fails the batch.
+    // SAFETY: as above; the AH is NULL, which fails the batch too.
+    let ret = refused_batch(&qp, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_ud_addr.expect("set"))(ex, ptr::null_mut(), 1, 2);
+    });
+    assert_eq!(ret, Errno::EINVAL.get());
+    // SAFETY: as above.
+    let ret = refused_batch(&qp, |o, ex| unsafe {
+        (o.wr_send.expect("set"))(ex);
+        (o.wr_set_xrc_srqn.expect("set"))(ex, 1);
+    });
+    assert_eq!(ret, Errno::EINVAL.get());
+}
+
+#[test]
+fn a_raw_qp_with_an_srq_is_refused_before_the_kernel() {
+    use crate::ffi::last_errno;
+    let mut srq = ibv::Srq::ZERO;
+    let mut pd = ibv::Pd::ZERO;
+    let mut attr = ibv::QpInitAttr {
+        qp_context: ptr::null_mut(),
+        send_cq: ptr::null_mut(),
+        recv_cq: ptr::null_mut(),
+        srq: &raw mut srq,
+        cap: ibv::QpCap::default(),
+        qp_type: ibv::QPT_RAW_PACKET,
+        sq_sig_all: 0,
+    };
+    // SAFETY: the check fails before the PD's context (NULL here) or the
+    // SRQ is used.
+    let qp = unsafe { create_qp(&raw mut pd, &raw mut attr) };
+    assert!(qp.is_null());
+    assert_eq!(last_errno(), Errno::EINVAL);
+    // The same through `create_qp_ex`, with the send ops of raw QPs.
+    let mut ex = ibv::QpInitAttrEx {
+        qp_context: ptr::null_mut(),
+        send_cq: ptr::null_mut(),
+        recv_cq: ptr::null_mut(),
+        srq: &raw mut srq,
+        cap: ibv::QpCap::default(),
+        qp_type: ibv::QPT_RAW_PACKET,
+        sq_sig_all: 0,
+        comp_mask: ibv::QP_INIT_ATTR_PD | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS,
+        pd: &raw mut pd,
+        xrcd: ptr::null_mut(),
+        create_flags: 0,
+        max_tso_header: 0,
+        rwq_ind_tbl: ptr::null_mut(),
+        rx_hash_conf: ibv::RxHashConf {
+            rx_hash_function: 0,
+            rx_hash_key_len: 0,
+            rx_hash_key: ptr::null_mut(),
+            rx_hash_fields_mask: 0,
+        },
+        source_qpn: 0,
+        send_ops_flags: crate::qp::RAW_SEND_OPS,
+    };
+    // SAFETY: as above; the context is NULL.
+    let qp = unsafe { create_qp_ex(ptr::null_mut(), &raw mut ex) };
+    assert!(qp.is_null());
+    assert_eq!(last_errno(), Errno::EINVAL);
+    // Immediate data is not among a raw QP's send ops.
+    ex.srq = ptr::null_mut();
+    ex.send_ops_flags |= ibv::QP_EX_WITH_SEND_WITH_IMM;
+    // SAFETY: as above.
+    let qp = unsafe { create_qp_ex(ptr::null_mut(), &raw mut ex) };
+    assert!(qp.is_null());
+    assert_eq!(last_errno(), Errno::EOPNOTSUPP);
+}

@@ -171,7 +171,7 @@ pub(crate) fn transport(t: QpType) -> Transport {
     match t {
         QpType::Rc => Transport::Rc,
         QpType::Uc => Transport::Uc,
-        QpType::Ud | QpType::Gsi => Transport::Ud,
+        QpType::Ud | QpType::Gsi | QpType::RawPacket => Transport::Ud,
         QpType::XrcIni | QpType::XrcTgt => Transport::Xrc,
     }
 }
@@ -241,7 +241,8 @@ pub(crate) fn create(
     } else {
         qp.has_send_cq() && (init.has_srq || ini || qp.has_recv_cq())
     };
-    if !cqs_ok || ((tgt || ini) && init.has_srq) {
+    let raw = init.qp_type == QpType::RawPacket;
+    if !cqs_ok || ((tgt || ini || raw) && init.has_srq) {
         return Err(EINVAL);
     }
     let c = if tgt { QpCap::default() } else { init.cap };
@@ -718,10 +719,16 @@ fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
     }
 }
 
+/// Whether a QP of type `t` may post `op`: its transport's operations,
+/// and for a raw packet QP only SEND (its message is the frame).
+pub(crate) fn op_allowed(t: QpType, op: SendOp) -> bool {
+    op.allowed_on(transport(t)) && (t != QpType::RawPacket || op == SendOp::Send)
+}
+
 /// Why a send WQE is refused.
 fn check_send_wqe(this: &RoxeQp, w: &SendWqe) -> core::result::Result<(), WcStatus> {
     let op = SendOp::from_raw(w.opcode).ok_or(WcStatus::LocQpOpErr)?;
-    if !op.allowed_on(transport(this.qp_type)) {
+    if !op_allowed(this.qp_type, op) {
         return Err(WcStatus::LocQpOpErr);
     }
     if w.send_flags & send_flags::INLINE != 0 {

@@ -22,12 +22,13 @@ use crate::proto::seg;
 use crate::proto::udp;
 use crate::proto::wr::MAX_SGE;
 use crate::proto::wr::{SendOp, WcStatus};
-use crate::rdma::qp::Qp;
+use crate::rdma::qp::{Qp, QpType};
 use crate::tx::{wire, Path};
 use crate::uapi::Sge;
 use crate::uapi::{flush, send_flags, Cqe, SendWqe};
 use crate::wqe::{for_pieces, MAX_MSG};
-use kernel::alloc::KVVec;
+use kernel::alloc::flags::GFP_ATOMIC;
+use kernel::alloc::{KVVec, KVec};
 
 /// The requester's state: where it is in the send queue and the PSN
 /// space, and the read credits it holds.
@@ -292,8 +293,7 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
         }
         let idx = st.req.sq_sent;
         let w = this.sq.read(idx);
-        let Some(op) =
-            SendOp::from_raw(w.opcode).filter(|o| o.allowed_on(super::transport(this.qp_type)))
+        let Some(op) = SendOp::from_raw(w.opcode).filter(|o| super::op_allowed(this.qp_type, *o))
         else {
             if in_flight == 0 {
                 fail(qp, st, &w, SendOp::Send, WcStatus::LocQpOpErr);
@@ -338,6 +338,10 @@ fn send_loop(qp: &Qp<Roxe>, st: &mut QpState, ndev: Option<&NetDevice>, t: Wire,
         }
         let res = match t {
             Wire::Ud => match ndev {
+                Some(nd) if this.qp_type == QpType::RawPacket => {
+                    *budget -= 1;
+                    send_raw(qp, idx, &w, nd).map(Some)
+                }
                 Some(nd) => {
                     *budget -= 1;
                     send_ud(qp, st, idx, &w, op, nd).map(Some)
@@ -420,6 +424,44 @@ fn local_op(qp: &Qp<Roxe>, w: &SendWqe, op: SendOp) -> core::result::Result<(), 
         }
         _ => Err(WcStatus::LocQpOpErr),
     }
+}
+
+/// Sends a raw packet QP's SEND: its message is a whole Ethernet frame,
+/// from the destination MAC on, of at most the netdev's MTU past the
+/// Ethernet header (and a VLAN tag), handed to the netdev's queue as it
+/// is. A frame the queue drops, or that finds no memory, is lost as on a
+/// wire (`tx_err`); the WQE completes either way.
+fn send_raw(
+    qp: &Qp<Roxe>,
+    idx: u32,
+    w: &SendWqe,
+    ndev: &NetDevice,
+) -> core::result::Result<u32, Halt> {
+    const ETH_HLEN: u32 = 14;
+    const VLAN_HLEN: u32 = 4;
+    let len = msg_len(qp.data(), idx, w)?;
+    let max = ndev.mtu() + ETH_HLEN;
+    if len < ETH_HLEN || len > max + VLAN_HLEN {
+        return Err(WcStatus::LocLenErr.into());
+    }
+    let counters = &qp.device().data().counters;
+    let Ok(mut frame) = KVec::from_elem(0u8, len as usize, GFP_ATOMIC) else {
+        counters.event(crate::counters::Event::TxErr);
+        return Ok(len);
+    };
+    match gather(qp, idx, w, 0, &mut frame) {
+        Ok(()) => {}
+        Err(ScatterError::NotPresent) => return Err(Halt::Fault),
+        Err(ScatterError::Failed(e)) => return Err(Halt::Fail(e)),
+    }
+    // The room for a VLAN tag is only for a frame that carries one.
+    if len > max && frame.get(12..14) != Some(&[0x81, 0x00][..]) {
+        return Err(WcStatus::LocLenErr.into());
+    }
+    if crate::raw::xmit(qp.device(), ndev, &frame).is_err() {
+        counters.event(crate::counters::Event::TxErr);
+    }
+    Ok(len)
 }
 
 fn send_ud(

@@ -15,7 +15,7 @@
 
 mod recv;
 
-pub(crate) use recv::{land_parked, recv_ud, UdPark};
+pub(crate) use recv::{land_parked, recv_raw, recv_ud, UdPark};
 
 use self::recv::{pop_queue, push_recv, recv_cqe};
 use super::QpState;

@@ -317,3 +317,43 @@ fn land(
     push_recv(qp, cqe, meta.solicited);
     Ok(())
 }
+
+/// A raw packet QP's receive: `frame`, a whole Ethernet frame a flow
+/// steered here, into the next receive WQE of the QP's RQ. `false` if it
+/// was lost: the QP does not receive, no receive is posted, or its buffer
+/// cannot take the frame (too small: the receive completes with
+/// `LOC_LEN_ERR`; memory paged on demand and not mapped: the receive is
+/// kept for the next frame, as a UD QP keeps it).
+pub(crate) fn recv_raw(qp: &Qp<Roxe>, st: &mut QpState, frame: &[u8]) -> bool {
+    if !matches!(st.attr.state, State::Rtr | State::Rts | State::Sqd) {
+        return false;
+    }
+    let this = qp.data();
+    let r = match st.resp.take_held() {
+        Some(r) => r,
+        None => match &this.rq {
+            Some(rq) => match take_recv(rq, &mut st.rq_consumer) {
+                Some(r) => r,
+                None => return false,
+            },
+            None => return false,
+        },
+    };
+    // CAST: a frame is at most the netdev's MTU and header.
+    let len = frame.len() as u32;
+    let status = if r.total() < u64::from(len) {
+        WcStatus::LocLenErr
+    } else {
+        match r.scatter(qp.device(), qp.pd_id(), 0, frame) {
+            Ok(()) => WcStatus::Success,
+            Err(ScatterError::NotPresent) => {
+                st.resp.hold(r);
+                return false;
+            }
+            Err(ScatterError::Failed(s)) => s,
+        }
+    };
+    let cqe = recv_cqe(qp, r.wr_id(), WcOp::Recv, status, len);
+    push_recv(qp, cqe, false);
+    status == WcStatus::Success
+}

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Raw packet QPs and flow steering (issue 17) on a roxe device, in one guest.
+
+usage: raw-qp.py --dev DEV --ifname IF --ip ADDR --netns NS --peer-if PIF
+                 --peer-ip PADDR
+
+DEV's netdev IF (ADDR) is one end of a veth pair whose other end PIF
+(PADDR) is in network namespace NS. The script plays the far host with
+sockets opened in NS (bad-packets.py's `socket_in`) and checks, byte for
+byte:
+
+- out: a raw QP's SEND is the frame PIF receives, exactly; a frame shorter
+  than an Ethernet header or longer than the MTU allows fails its WQE with
+  IBV_WC_LOC_LEN_ERR and sends nothing;
+- in: with no flow nothing lands; a flow on the destination MAC and ether
+  type takes exactly the frames it names, whole; an IPv4 + UDP flow takes
+  the datagram's frame while a UDP socket on the same port still gets the
+  datagram (roxe copies: IBV_FLOW_ATTR_FLAGS_DONT_TRAP's behaviour); a
+  destroyed flow takes nothing more;
+- refusals: a flow on a UD QP, a flow that matches on a VLAN tag or IPv4
+  flags (EOPNOTSUPP), a raw QP or a flow made by a process without
+  CAP_NET_RAW (EPERM, the RDMA core's rule);
+- counters: raw_rx_frames, raw_tx_frames and raw_rx_drop move by what was
+  sent and steered.
+
+Prints `ok   ...` or `FAIL ...` per check, then `raw-qp: N ok, M failed`.
+"""
+import argparse
+import importlib.util
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.flow import Flow, FlowAttr
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.spec import EthSpec, Ipv4ExtSpec, TcpUdpSpec
+from pyverbs.wr import SGE, RecvWR, SendWR
+
+_spec = importlib.util.spec_from_file_location(
+    "bad_packets", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bad-packets.py"))
+bp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bp)
+
+ETH_P_ALL = 0x0003
+# IEEE 802 local experimental ether types.
+ETH_TEST, ETH_OTHER = 0x88b5, 0x88b6
+UDP_PORT = 5555
+DONT_TRAP = e.IBV_FLOW_ATTR_FLAGS_DONT_TRAP
+SLOT = 2048
+
+
+class Checks:
+    def __init__(self):
+        self.ok = 0
+        self.failed = 0
+
+    def __call__(self, good, what):
+        print(("ok   " if good else "FAIL ") + what, flush=True)
+        if good:
+            self.ok += 1
+        else:
+            self.failed += 1
+        return good
+
+
+def mac_bytes(text):
+    return bytes(int(x, 16) for x in text.split(":"))
+
+
+def counter(dev, name):
+    with open(f"/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}") as f:
+        return int(f.read())
+
+
+def poll(cq, want, timeout=3.0):
+    """Up to `want` completions within `timeout` s (and a short while
+    longer, so an extra one shows), as (wr_id, status, byte_len)."""
+    out = []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        n, wcs = cq.poll(16)
+        out += [(wc.wr_id, wc.status, wc.byte_len) for wc in wcs[:n]]
+        if len(out) >= want:
+            end = min(end, time.monotonic() + 0.3)
+        time.sleep(0.01)
+    return out
+
+
+class Raw:
+    """A raw packet QP in RTS with its CQ and a buffer of SLOT-byte slots."""
+
+    def __init__(self, ctx, pd, slots=16):
+        self.cq = CQ(ctx, 64)
+        cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
+        self.qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RAW_PACKET, scq=self.cq, rcq=self.cq, cap=cap))
+        a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+        self.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PORT)
+        self.qp.modify(QPAttr(qp_state=e.IBV_QPS_RTR), e.IBV_QP_STATE)
+        self.qp.modify(QPAttr(qp_state=e.IBV_QPS_RTS), e.IBV_QP_STATE)
+        self.mr = MR(pd, SLOT * slots, e.IBV_ACCESS_LOCAL_WRITE)
+        self.mr.write(bytes(SLOT * slots), SLOT * slots, 0)
+
+    def post_recvs(self, first, n):
+        for i in range(first, first + n):
+            self.qp.post_recv(RecvWR(wr_id=i, num_sge=1,
+                                     sg=[SGE(self.mr.buf + SLOT * i, SLOT, self.mr.lkey)]))
+
+    def send(self, frame, slot=15):
+        self.mr.write(frame, len(frame), SLOT * slot)
+        wr = SendWR(wr_id=1000 + slot, opcode=e.IBV_WR_SEND, num_sge=1,
+                    sg=[SGE(self.mr.buf + SLOT * slot, len(frame), self.mr.lkey)])
+        wr.send_flags = e.IBV_SEND_SIGNALED
+        self.qp.post_send(wr)
+
+    def slot(self, i, n):
+        return self.mr.read(n, SLOT * i)
+
+
+class Peer:
+    """The far host: a packet socket on PIF, in NS."""
+
+    def __init__(self, netns, ifname):
+        self.sock = bp.socket_in(netns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.sock.bind((ifname, 0))
+        self.sock.setblocking(False)
+
+    def frames(self, wait=1.0, ether_types=(ETH_TEST, ETH_OTHER)):
+        """The frames PIF received (of the test's ether types) within
+        `wait` s."""
+        out = []
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if not select.select([self.sock], [], [], 0.05)[0]:
+                continue
+            data, addr = self.sock.recvfrom(65535)
+            if addr[2] != socket.PACKET_OUTGOING and struct.unpack("!H", data[12:14])[0] in ether_types:
+                out.append(data)
+        return out
+
+    def send(self, frame):
+        self.sock.send(frame)
+
+
+def frame(dst, src, ether_type, n, fill):
+    return dst + src + struct.pack("!H", ether_type) + bytes((fill + i) & 0xff for i in range(n))
+
+
+def refused(errno_want, make):
+    try:
+        make()
+    except PyverbsRDMAError as err:
+        return err.error_code == errno_want, f"errno {err.error_code}"
+    return False, "made"
+
+
+NOBODY = r'''
+import sys, pyverbs.enums as e
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.cq import CQ
+from pyverbs.qp import QP, QPCap, QPInitAttr
+from pyverbs.pyverbs_error import PyverbsRDMAError
+ctx = Context(name=sys.argv[1]); pd = PD(ctx); cq = CQ(ctx, 4)
+try:
+    QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RAW_PACKET, scq=cq, rcq=cq, cap=QPCap(max_send_wr=1, max_recv_wr=1)))
+    print("made")
+except PyverbsRDMAError as err:
+    print(f"errno {err.error_code}")
+'''
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dev", default="roxe0")
+    ap.add_argument("--ifname", required=True)
+    ap.add_argument("--ip", required=True)
+    ap.add_argument("--netns", required=True)
+    ap.add_argument("--peer-if", required=True)
+    ap.add_argument("--peer-ip", required=True)
+    args = ap.parse_args()
+    check = Checks()
+    mine = mac_bytes(open(f"/sys/class/net/{args.ifname}/address").read().strip())
+    theirs = mac_bytes(subprocess.run(
+        ["ip", "-n", args.netns, "-o", "link", "show", args.peer_if], capture_output=True,
+        text=True, check=True).stdout.split("link/ether ")[1].split()[0])
+    peer = Peer(args.netns, args.peer_if)
+    ctx = Context(name=args.dev)
+    pd = PD(ctx)
+    raw = Raw(ctx, pd)
+    before = {n: counter(args.dev, n) for n in ("raw_rx_frames", "raw_tx_frames", "raw_rx_drop")}
+
+    # Out: the SEND is the frame, whole.
+    out = frame(theirs, mine, ETH_TEST, 200, 7)
+    raw.send(out)
+    got = poll(raw.cq, 1)
+    seen = peer.frames()
+    check(len(got) == 1 and got[0][:2] == (1015, e.IBV_WC_SUCCESS),
+          f"a raw SEND of a {len(out)}-byte frame completes ({got})")
+    check(seen == [out], f"... and the far end receives exactly that frame ({len(seen)} frame(s))")
+
+    # In: nothing without a flow; then exactly what the flow names.
+    raw.post_recvs(0, 8)
+    a = frame(mine, theirs, ETH_TEST, 300, 1)
+    peer.send(a)
+    check(poll(raw.cq, 1, timeout=1.0) == [], "with no flow, a frame to the QP's netdev lands nowhere")
+    def trap_attr():
+        f = FlowAttr(num_of_specs=1)
+        f.specs.append(EthSpec(dst_mac=":".join(f"{b:02x}" for b in mine), ether_type=ETH_TEST))
+        return f
+
+    good, how = refused(95, lambda: Flow(raw.qp, trap_attr()))
+    check(good, f"a flow without DONT_TRAP (roxe copies frames, never takes them) is refused "
+          f"with EOPNOTSUPP ({how})")
+    fa = FlowAttr(num_of_specs=1, flags=DONT_TRAP)
+    fa.specs.append(EthSpec(dst_mac=":".join(f"{b:02x}" for b in mine), ether_type=ETH_TEST))
+    flow = Flow(raw.qp, fa)
+    b = frame(mine, theirs, ETH_TEST, 500, 2)
+    peer.send(b)
+    peer.send(frame(mine, theirs, ETH_OTHER, 100, 3))
+    peer.send(frame(b"\x02\x00\x00\x00\x00\x01", theirs, ETH_TEST, 100, 4))
+    got = poll(raw.cq, 1)
+    check(got == [(0, e.IBV_WC_SUCCESS, len(b))] and raw.slot(0, len(b)) == b,
+          f"a flow on (destination MAC, ether type) takes exactly its frame, whole ({got})")
+
+    # IPv4 + UDP: the frame lands, and the stack still gets the datagram.
+    raw2 = Raw(ctx, pd)
+    raw2.post_recvs(0, 4)
+    fa2 = FlowAttr(num_of_specs=2, flags=DONT_TRAP)
+    fa2.specs.append(Ipv4ExtSpec(dst_ip=args.ip))
+    fa2.specs.append(TcpUdpSpec(e.IBV_FLOW_SPEC_UDP, dst_port=UDP_PORT))
+    flow2 = Flow(raw2.qp, fa2)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind((args.ip, UDP_PORT))
+    listener.settimeout(3)
+    sender = bp.socket_in(args.netns, socket.AF_INET, socket.SOCK_DGRAM)
+    payload = b"roxe raw qp " * 10
+    sender.sendto(payload, (args.ip, UDP_PORT))
+    got = poll(raw2.cq, 1)
+    landed = raw2.slot(0, got[0][2]) if len(got) == 1 else b""
+    ok = (len(got) == 1 and got[0][1] == e.IBV_WC_SUCCESS and landed[:6] == mine
+          and landed[12:14] == b"\x08\x00" and landed.endswith(payload)
+          and struct.unpack("!H", landed[36:38])[0] == UDP_PORT)
+    check(ok, f"an IPv4 + UDP flow takes the datagram's frame ({got})")
+    try:
+        check(listener.recv(2048) == payload, "... and the UDP socket on that port still gets the datagram")
+    except OSError as err:
+        check(False, f"... and the UDP socket on that port still gets the datagram ({err})")
+    check(poll(raw.cq, 1, timeout=0.5) == [], "... and the Ethernet flow of the other QP does not take it")
+
+    # A destroyed flow takes nothing more.
+    flow.close()
+    peer.send(frame(mine, theirs, ETH_TEST, 100, 5))
+    check(poll(raw.cq, 1, timeout=1.0) == [], "after its flow is destroyed, the QP gets no frame")
+
+    # Out of bounds: no frame goes, the WQE fails.
+    raw3 = Raw(ctx, pd)
+    raw3.send(b"\x01" * 10)
+    got = poll(raw3.cq, 1)
+    check(len(got) == 1 and got[0][1] == e.IBV_WC_LOC_LEN_ERR and not peer.frames(0.5),
+          f"a 10-byte frame (shorter than an Ethernet header) fails with LOC_LEN_ERR, nothing sent ({got})")
+    mtu = int(open(f"/sys/class/net/{args.ifname}/mtu").read())
+    for what, n in (("an untagged frame 2 bytes over the MTU", mtu + 2),
+                    ("a frame over the MTU plus Ethernet and VLAN headers", mtu + 5)):
+        raw4 = Raw(ctx, pd)
+        raw4.send(frame(theirs, mine, ETH_TEST, n, 9), slot=0)
+        got = poll(raw4.cq, 1)
+        check(len(got) == 1 and got[0][1] == e.IBV_WC_LOC_LEN_ERR and not peer.frames(0.5),
+              f"{what} fails with LOC_LEN_ERR, nothing sent ({got})")
+        raw4.qp.close()
+
+    # Refusals.
+    ud_cq = CQ(ctx, 4)
+    ud = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=ud_cq, rcq=ud_cq,
+                           cap=QPCap(max_send_wr=1, max_recv_wr=1)))
+    a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+    a.qkey = 0x1111
+    a.pkey_index = 0
+    ud.modify(a, e.IBV_QP_STATE | e.IBV_QP_PORT | e.IBV_QP_QKEY | e.IBV_QP_PKEY_INDEX)
+
+    def on_ud():
+        f = FlowAttr(num_of_specs=1, flags=DONT_TRAP)
+        f.specs.append(EthSpec(dst_mac=":".join(f"{b:02x}" for b in mine)))
+        Flow(ud, f)
+
+    good, how = refused(95, on_ud)
+    check(good, f"a flow on a UD QP is refused with EOPNOTSUPP ({how})")
+
+    def vlan():
+        f = FlowAttr(num_of_specs=1, flags=DONT_TRAP)
+        f.specs.append(EthSpec(vlan_tag=5))
+        Flow(raw.qp, f)
+
+    good, how = refused(95, vlan)
+    check(good, f"a flow on a VLAN tag is refused with EOPNOTSUPP ({how})")
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        "--inh-caps=-all", "--bounding-set=-all", "python3", "-c", NOBODY, args.dev],
+                       capture_output=True, text=True)
+    check(r.stdout.strip() == "errno 1",
+          f"a process without CAP_NET_RAW cannot make a raw QP: EPERM ({r.stdout.strip()} {r.stderr.strip()[-200:]})")
+
+    after = {n: counter(args.dev, n) for n in before}
+    moved = {n: after[n] - before[n] for n in before}
+    check(moved["raw_tx_frames"] == 1 and moved["raw_rx_frames"] == 2,
+          f"counters: raw_tx_frames +1, raw_rx_frames +2 ({moved})")
+    for o in (flow2, ud, raw3.qp, raw2.qp, raw.qp):
+        o.close()
+    print(f"raw-qp: {check.ok} ok, {check.failed} failed")
+    return 0 if check.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
