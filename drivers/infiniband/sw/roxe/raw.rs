@@ -104,7 +104,10 @@ fn deliver(dev: &Device<Roxe>, frame: &Frame<'_>) {
     // A frame GRO merged past the MTU is not one a wire carried (and could
     // be 64 KiB): no raw QP takes it.
     let d = dev.data();
-    if frame.dev().map_or(true, |n| len > n.mtu() as usize + ETH_HLEN + VLAN_HLEN) {
+    if frame
+        .dev()
+        .map_or(true, |n| len > n.mtu() as usize + ETH_HLEN + VLAN_HLEN)
+    {
         d.counters.event(Event::RawRxDrop);
         return;
     }
