@@ -56,7 +56,7 @@ pub(crate) struct RoxeDev {
     pub(crate) srq_uids: core::sync::atomic::AtomicU64,
     /// Raw packet QPs' flows and the tap that feeds them.
     #[pin]
-    pub(crate) raw: crate::raw::RawFlows,
+    pub(crate) raw: crate::flows::RawFlows<Roxe>,
     pub(crate) mws: Budget,
     /// Multicast groups and their QPs.
     #[pin]
@@ -145,7 +145,7 @@ impl RoxeDev {
             srq_table <- Table::new(MAX_SRQ),
             xrcds: Budget::new(MAX_XRCD),
             srq_uids: core::sync::atomic::AtomicU64::new(1),
-            raw <- crate::raw::RawFlows::new(),
+            raw <- crate::flows::RawFlows::new(),
             mws: Budget::new(MAX_MW),
             mcast <- crate::mcast::Groups::new(),
             parent,

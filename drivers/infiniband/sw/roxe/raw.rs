@@ -21,19 +21,17 @@
 
 use crate::counters::Event;
 use crate::device::Roxe;
-use crate::net::tap::{Frame, Tap, TapHandler};
+use crate::flows::{RawTap, Steer};
+use crate::net::tap::{Frame, TapHandler};
 use crate::proto::flow::Rule;
 use crate::rdma::device::Device;
 use crate::rdma::flow::FlowOps;
 use crate::rdma::qp::{Qp, QpRef, QpType};
-use crate::sync::{new_spinlock_bh, SpinLockBh};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 use kernel::alloc::flags::GFP_ATOMIC;
 use kernel::alloc::KVec;
 use kernel::error::code::EINVAL;
-use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::sync::Mutex;
 use kernel::types::ARef;
 
 /// The bytes of a frame a rule looks at: Ethernet, a VLAN tag, an IPv6
@@ -45,46 +43,7 @@ const VLAN_HLEN: usize = 4;
 /// Flows per device: each is scanned for every frame the netdev receives.
 const MAX_FLOWS: u32 = 1024;
 
-/// One flow: frames its rule matches go to its QP.
-struct Steer {
-    id: u64,
-    qp: QpRef<Roxe>,
-    rule: Rule,
-}
-
-/// A device's flows, and the tap that feeds them.
-#[pin_data]
-pub(crate) struct RawFlows {
-    /// The flows; a freed slot is `None` until a new flow takes it.
-    #[pin]
-    list: SpinLockBh<KVec<Option<Steer>>>,
-    /// How many flows exist; the tap is on the netdev while any does.
-    #[pin]
-    users: Mutex<u32>,
-    #[pin]
-    tap: Tap<RawTap>,
-    next_id: AtomicU64,
-}
-
-impl RawFlows {
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
-            list <- new_spinlock_bh!(KVec::new(), "roxe_flows"),
-            users <- new_mutex!(0, "roxe_flow_users"),
-            tap <- Tap::new(),
-            next_id: AtomicU64::new(1),
-        })
-    }
-
-    /// Takes the tap off the netdev (the device is going).
-    pub(crate) fn stop(&self) {
-        self.tap.remove();
-    }
-}
-
 /// The tap's handler: finds the roxe device of the netdev and delivers.
-pub(crate) struct RawTap;
-
 impl TapHandler for RawTap {
     fn frame(frame: &Frame<'_>) {
         let Some(dev) = frame.dev().and_then(Device::<Roxe>::get_by_netdev) else {

@@ -67,6 +67,8 @@ mod cq;
 #[deny(unsafe_code)]
 mod device;
 #[deny(unsafe_code)]
+mod flows;
+#[deny(unsafe_code)]
 mod keys;
 #[deny(unsafe_code)]
 mod limits;

@@ -25,7 +25,7 @@ pub(crate) const MAX_MSG: u64 = 1 << 31;
 /// A receive WQE copied out of its ring, with its SGEs.
 pub(crate) struct RecvCopy {
     wr_id: u64,
-    /// Taken from an SRQ: its number and its id ([`crate::srq::pop`]).
+    /// Taken from an SRQ: its number and its id (`srq.rs` `pop`).
     origin: Option<(u32, u64)>,
     num_sge: usize,
     sges: [Sge; MAX_SGE as usize],
