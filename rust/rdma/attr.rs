@@ -70,6 +70,12 @@ pub(crate) struct DeviceAttr {
     pub(crate) atomic_hca: bool,
     /// On-demand paging: what it supports, all zero for none.
     pub(crate) odp: OdpCaps,
+    /// Receive WQs (`max_wq_type_rq`), 0 for none.
+    pub(crate) max_wq_type_rq: u32,
+    /// RSS: indirection tables, and the entries of one (0 for no RSS);
+    /// RSS QPs are raw packet QPs.
+    pub(crate) max_rwq_indirection_tables: u32,
+    pub(crate) max_rwq_indirection_table_size: u32,
 }
 
 /// On-demand-paging capabilities (`struct ib_odp_caps`): `general` holds
@@ -216,6 +222,12 @@ impl DeviceAttr {
         out.odp_caps.per_transport_caps.uc_odp_caps = self.odp.uc;
         out.odp_caps.per_transport_caps.ud_odp_caps = self.odp.ud;
         out.odp_caps.per_transport_caps.xrc_odp_caps = self.odp.xrc;
+        out.max_wq_type_rq = self.max_wq_type_rq;
+        if self.max_rwq_indirection_tables != 0 {
+            out.rss_caps.supported_qpts = 1 << bindings::ib_qp_type_IB_QPT_RAW_PACKET;
+            out.rss_caps.max_rwq_indirection_tables = self.max_rwq_indirection_tables;
+            out.rss_caps.max_rwq_indirection_table_size = self.max_rwq_indirection_table_size;
+        }
     }
 }
 

@@ -100,6 +100,13 @@ pub(crate) trait Driver: Sized + Send + Sync + 'static {
     /// Per-flow state (`ibv_create_flow`), whose drop stops the steering.
     type Flow: super::flow::FlowOps<Self>;
 
+    /// Per-WQ state of receive work queues (`ibv_create_wq`).
+    type Wq: super::wq::WqOps<Self>;
+
+    /// Per-table state of receive WQ indirection tables, which RSS QPs
+    /// receive through.
+    type IndTable: super::wq::IndTableOps<Self>;
+
     /// Allocates an XRC domain (the core shares it between processes; see
     /// [`xrcd`](super::xrcd)). A driver that has it offers XRC: XRC SRQs
     /// and XRC initiator and target QPs.
@@ -228,6 +235,16 @@ impl<T: Driver> Device<T> {
         if <T::Flow as super::flow::FlowOps<T>>::HAS_CREATE {
             ops.create_flow = Some(super::flow::create_cb::<T>);
             ops.destroy_flow = Some(super::flow::destroy_cb::<T>);
+        }
+        if <T::Wq as super::wq::WqOps<T>>::HAS_CREATE {
+            ops.create_wq = Some(super::wq::create_cb::<T>);
+            ops.modify_wq = Some(super::wq::modify_cb::<T>);
+            ops.destroy_wq = Some(super::wq::destroy_cb::<T>);
+        }
+        if <T::IndTable as super::wq::IndTableOps<T>>::HAS_CREATE {
+            ops.create_rwq_ind_table = Some(super::wq::create_ind_cb::<T>);
+            ops.destroy_rwq_ind_table = Some(super::wq::destroy_ind_cb::<T>);
+            ops.size_ib_rwq_ind_table = size_of::<super::wq::IndTable<T>>();
         }
         if T::HAS_ALLOC_XRCD {
             ops.alloc_xrcd = Some(super::xrcd::alloc_cb::<T>);

@@ -26,6 +26,7 @@ pub(crate) mod sysfs;
 pub(crate) mod udata;
 pub(crate) mod umem;
 pub(crate) mod upcall;
+pub(crate) mod wq;
 pub(crate) mod xrcd;
 
 /// Whether interrupts are disabled on this CPU. Verbs may be called so

@@ -46,6 +46,8 @@ unsafe impl Plain for crate::uapi::RecvWqe {}
 unsafe impl Plain for crate::uapi::Sge {}
 // SAFETY: As above.
 unsafe impl Plain for crate::uapi::ModifySrqCmd {}
+// SAFETY: As above (`u8` fields and arrays fill the gaps: no padding).
+unsafe impl Plain for crate::uapi::CreateRssQpCmd {}
 
 /// The user part of a verbs call.
 ///

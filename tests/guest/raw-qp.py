@@ -21,7 +21,15 @@ byte:
   flags (EOPNOTSUPP), a raw QP or a flow made by a process without
   CAP_NET_RAW (EPERM, the RDMA core's rule);
 - counters: raw_rx_frames, raw_tx_frames and raw_rx_drop move by what was
-  sent and steered.
+  sent and steered;
+- RSS: four receive WQs (two CQs) in an indirection table under an RSS QP
+  hashing IPv4 addresses and UDP ports with a Toeplitz key; 48 datagrams
+  from different sources, steered by an IPv4 + UDP flow, each land whole
+  in the WQ the Toeplitz hash (computed here) picks, completing on that
+  WQ's CQ with its number; a WQ moved to RESET takes nothing (its frames
+  are dropped and counted), one moved to ERR flushes its receives; an
+  RSS QP cannot be moved (EOPNOTSUPP), a hash function other than
+  Toeplitz or an IPsec SPI field is refused.
 
 Prints `ok   ...` or `FAIL ...` per check, then `raw-qp: N ok, M failed`.
 """
@@ -43,7 +51,9 @@ from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QPEx, QPInitAttrEx
 from pyverbs.spec import EthSpec, Ipv4ExtSpec, TcpUdpSpec
+from pyverbs.wq import WQ, RwqIndTable, RwqIndTableInitAttr, RxHashConf, WQAttr, WQInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 _spec = importlib.util.spec_from_file_location(
@@ -177,6 +187,153 @@ try:
 except PyverbsRDMAError as err:
     print(f"errno {err.error_code}")
 '''
+
+
+# The key of the published Toeplitz verification suite.
+RSS_KEY = bytes.fromhex("6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c"
+                        "6a42b73bbeac01fa")
+RSS_PORT = 6666
+
+
+def toeplitz(key, data):
+    """The Toeplitz hash of `data` under `key`, written here independently
+    of the kernel's."""
+    k = int.from_bytes(key, "big")
+    klen = len(key) * 8
+    out = 0
+    for i in range(len(data) * 8):
+        if data[i // 8] & (0x80 >> (i % 8)):
+            out ^= (k >> (klen - 32 - i)) & 0xffffffff
+    return out
+
+
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+
+
+def udp_frame(dst_mac, src_mac, src_ip, dst_ip, sport, dport, payload):
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0,
+                     socket.inet_aton(src_ip), socket.inet_aton(dst_ip))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    return dst_mac + src_mac + b"\x08\x00" + ip + udp
+
+
+def rss_checks(check, args, ctx, pd, peer, mine, theirs):
+    """RSS QPs over receive WQs (see the module documentation)."""
+    nwq, per_wq = 4, 48
+    cqs = [CQ(ctx, 256) for _ in range(2)]
+    wqs, mrs = [], []
+    for i in range(nwq):
+        wq = WQ(ctx, WQInitAttr(wq_pd=pd, wq_cq=cqs[i % 2], wq_type=e.IBV_WQT_RQ,
+                                max_wr=per_wq, max_sge=1))
+        wq.modify(WQAttr(attr_mask=e.IBV_WQ_ATTR_STATE, wq_state=e.IBV_WQS_RDY))
+        mr = MR(pd, SLOT * per_wq, e.IBV_ACCESS_LOCAL_WRITE)
+        for j in range(per_wq):
+            wq.post_recv(RecvWR(wr_id=i * 1000 + j, num_sge=1,
+                                sg=[SGE(mr.buf + SLOT * j, SLOT, mr.lkey)]))
+        wqs.append(wq)
+        mrs.append(mr)
+    table = RwqIndTable(ctx, RwqIndTableInitAttr(log_ind_tbl_size=2, wqs_list=wqs))
+    fields = (e.IBV_RX_HASH_SRC_IPV4 | e.IBV_RX_HASH_DST_IPV4 | e.IBV_RX_HASH_SRC_PORT_UDP
+              | e.IBV_RX_HASH_DST_PORT_UDP)
+
+    def rss_qp(function=e.IBV_RX_HASH_FUNC_TOEPLITZ, hash_fields=fields):
+        conf = RxHashConf(rx_hash_function=function, rx_hash_key_len=len(RSS_KEY),
+                          rx_hash_key=list(RSS_KEY), rx_hash_fields_mask=hash_fields)
+        mask = e.IBV_QP_INIT_ATTR_PD | e.IBV_QP_INIT_ATTR_RX_HASH | e.IBV_QP_INIT_ATTR_IND_TABLE
+        return QPEx(ctx, QPInitAttrEx(qp_type=e.IBV_QPT_RAW_PACKET, comp_mask=mask, pd=pd,
+                                      hash_conf=conf, ind_table=table))
+
+    qp = rss_qp()
+    fa = FlowAttr(num_of_specs=2, flags=DONT_TRAP)
+    fa.specs.append(Ipv4ExtSpec(dst_ip=args.ip))
+    fa.specs.append(TcpUdpSpec(e.IBV_FLOW_SPEC_UDP, dst_port=RSS_PORT))
+    flow = Flow(qp, fa)
+    drops0 = counter(args.dev, "raw_rx_drop")
+
+    def burst(first, n):
+        """Sends n datagrams; returns {seq: (wq index, frame)}."""
+        sent = {}
+        for seq in range(first, first + n):
+            src = f"198.51.100.{seq % 250 + 1}"
+            sport = 1024 + seq * 7
+            f = udp_frame(mine, theirs, src, args.ip, sport, RSS_PORT,
+                          struct.pack("!I", seq) + bytes(range(60)))
+            h = toeplitz(RSS_KEY, socket.inet_aton(src) + socket.inet_aton(args.ip)
+                         + struct.pack("!HH", sport, RSS_PORT))
+            sent[seq] = (h & (nwq - 1), f)
+            peer.send(f)
+        return sent
+
+    def landed(want):
+        out = []
+        end = time.monotonic() + 4
+        while time.monotonic() < end and len(out) < want:
+            for c in cqs:
+                n, wcs = c.poll(32)
+                out += [(wc.qp_num, wc.wr_id, wc.status, wc.byte_len) for wc in wcs[:n]]
+            time.sleep(0.01)
+        time.sleep(0.2)
+        for c in cqs:
+            n, wcs = c.poll(32)
+            out += [(wc.qp_num, wc.wr_id, wc.status, wc.byte_len) for wc in wcs[:n]]
+        return out
+
+    sent = burst(0, 32)
+    got = landed(32)
+    wqn = [w.wqn for w in wqs]
+    right = 0
+    for num, wr_id, status, n in got:
+        i, j = wr_id // 1000, wr_id % 1000
+        data = mrs[i].read(n, SLOT * j) if 0 <= i < nwq else b""
+        seq = struct.unpack("!I", data[42:46])[0] if len(data) >= 46 else -1
+        if (status == e.IBV_WC_SUCCESS and num == wqn[i] and seq in sent
+                and sent[seq] == (i, data)):
+            right += 1
+    spread = sorted({v[0] for v in sent.values()})
+    check(len(got) == 32 and right == 32 and len(spread) >= 3,
+          f"RSS: 32 datagrams each land whole in the WQ the Toeplitz hash picks, with that WQ's "
+          f"number ({right} right of {len(got)}, WQs used {spread})")
+
+    # A WQ in RESET takes nothing; its frames are dropped and counted.
+    wqs[spread[0]].modify(WQAttr(attr_mask=e.IBV_WQ_ATTR_STATE, wq_state=e.IBV_WQS_RESET))
+    sent = burst(100, 32)
+    to_reset = sum(1 for v in sent.values() if v[0] == spread[0])
+    got = landed(32 - to_reset)
+    drops = counter(args.dev, "raw_rx_drop") - drops0
+    check(len(got) == 32 - to_reset and all(g[0] != wqn[spread[0]] for g in got)
+          and drops == to_reset,
+          f"a WQ in RESET takes none of the {to_reset} frames hashed to it, each counted in "
+          f"raw_rx_drop (+{drops}); the other WQs take the rest ({len(got)})")
+
+    # ERR flushes a WQ's receives.
+    w = wqs[spread[0]]
+    for j in range(2):
+        w.post_recv(RecvWR(wr_id=spread[0] * 1000 + 900 + j, num_sge=1,
+                           sg=[SGE(mrs[spread[0]].buf, SLOT, mrs[spread[0]].lkey)]))
+    w.modify(WQAttr(attr_mask=e.IBV_WQ_ATTR_STATE, wq_state=e.IBV_WQS_ERR))
+    got = landed(2)
+    check(sorted(g[1] for g in got) == [spread[0] * 1000 + 900, spread[0] * 1000 + 901]
+          and all(g[2] == e.IBV_WC_WR_FLUSH_ERR and g[0] == wqn[spread[0]] for g in got),
+          f"a WQ moved to ERR flushes its receives with WR_FLUSH_ERR ({got})")
+
+    # Refusals.
+    good, how = refused(95, lambda: qp.modify(QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1),
+                                              e.IBV_QP_STATE | e.IBV_QP_PORT))
+    check(good, f"an RSS QP has no state to move: EOPNOTSUPP ({how})")
+    good, how = refused(95, lambda: rss_qp(function=2))
+    check(good, f"an RSS QP with a hash function other than Toeplitz is refused ({how})")
+    # IBV_RX_HASH_IPSEC_SPI, which Debian's pyverbs does not name.
+    good, how = refused(95, lambda: rss_qp(hash_fields=fields | (1 << 8)))
+    check(good, f"an RSS QP hashing on an IPsec SPI is refused ({how})")
+    for o in (flow, qp, table, *wqs, *mrs, *cqs):
+        o.close()
 
 
 def main():
@@ -314,6 +471,7 @@ def main():
           f"counters: raw_tx_frames +1, raw_rx_frames +2 ({moved})")
     for o in (flow2, ud, raw3.qp, raw2.qp, raw.qp):
         o.close()
+    rss_checks(check, args, ctx, pd, peer, mine, theirs)
     print(f"raw-qp: {check.ok} ok, {check.failed} failed")
     return 0 if check.failed == 0 else 1
 

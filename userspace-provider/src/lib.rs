@@ -18,7 +18,9 @@
 //! XRC (domains, XRC SRQs, XRC send QPs, whose WQEs name the remote SRQ,
 //! and ringless XRC receive QPs, created or opened), and raw packet QPs,
 //! which send and receive whole Ethernet frames, with the flow steering
-//! rules that deliver frames to them ([`flow`]).
+//! rules that deliver frames to them ([`flow`]); receive work queues,
+//! posted like SRQs, their indirection tables, and RSS QPs over those
+//! ([`rwq`]).
 //! Every other verb is left NULL, so libibverbs' own dummy answers
 //! `EOPNOTSUPP`.
 //!
@@ -38,6 +40,7 @@ pub mod flow;
 pub mod matching;
 pub mod qp;
 pub mod ring;
+pub mod rwq;
 pub mod wq;
 
 #[allow(unsafe_code)]

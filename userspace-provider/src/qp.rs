@@ -30,7 +30,9 @@
 //! ([`check_srq_use`]). Each send work request is a plain `IBV_WR_SEND`
 //! whose data is a whole Ethernet frame, from the destination MAC on, so
 //! its WQE names no destination ([`raw_wqe`]); receives are ordinary
-//! receive WQEs.
+//! receive WQEs. A raw packet QP created over a receive WQ indirection
+//! table ([`RSS_INIT_ATTR_MASK`]) is an RSS QP instead: no rings, no CQs
+//! ([`KernelCqs::NONE`]), checked further by [`crate::rwq`].
 
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
@@ -48,14 +50,21 @@ pub const RECV_WQE_HEADER: usize = size_of::<RecvWqe>();
 /// Bytes of one scatter/gather element in a WQE.
 pub const SGE_SIZE: usize = size_of::<Sge>();
 
+/// The `ibv_qp_init_attr_ex.comp_mask` bits that make an RSS QP
+/// (`IBV_QP_INIT_ATTR_IND_TABLE` and `IBV_QP_INIT_ATTR_RX_HASH`, always
+/// together; see [`crate::rwq`]).
+pub const RSS_INIT_ATTR_MASK: u32 = ibv::QP_INIT_ATTR_IND_TABLE | ibv::QP_INIT_ATTR_RX_HASH;
+
 /// The `ibv_qp_init_attr_ex.comp_mask` bits roxe accepts: the PD (which a
 /// QP other than an XRC receive QP must have), the XRC domain (which an XRC
-/// receive QP must have), creation flags as long as none is set, and the
-/// send ops of the `ibv_wr_*` interface.
+/// receive QP must have), creation flags as long as none is set, the send
+/// ops of the `ibv_wr_*` interface, and the indirection table and hash of
+/// an RSS QP.
 pub const SUPPORTED_INIT_ATTR_MASK: u32 = ibv::QP_INIT_ATTR_PD
     | ibv::QP_INIT_ATTR_XRCD
     | ibv::QP_INIT_ATTR_CREATE_FLAGS
-    | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS;
+    | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS
+    | RSS_INIT_ATTR_MASK;
 
 /// The `ibv_wr_*` builders an RC QP offers: every operation but TSO (an
 /// Ethernet-only feature).
@@ -97,14 +106,18 @@ pub const RAW_SEND_OPS: u64 = ibv::QP_EX_WITH_SEND;
 ///
 /// Fails with `EOPNOTSUPP` for QP types other than RC, UC, UD, raw packet,
 /// XRC send and XRC receive, for `comp_mask` bits roxe does not support
-/// (TSO, RSS, ...), for any creation flag (among them the raw packet
-/// offloads), with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` for a
+/// (TSO, ...), for any creation flag (among them the raw packet
+/// offloads), for RSS ([`RSS_INIT_ATTR_MASK`]) on a QP other than a raw
+/// packet QP, with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` for a
 /// `send_ops_flags` bit that is not in [`RC_SEND_OPS`], [`UC_SEND_OPS`],
 /// [`UD_SEND_OPS`], [`RAW_SEND_OPS`] or [`XRC_SEND_OPS`] for the QP's
 /// type, and for an XRC receive QP, which has no send queue, with the bit
-/// at all. Fails with `EINVAL` if an XRC receive QP names no XRC domain,
-/// or another QP no PD or an XRC domain (which only XRC receive QPs belong
-/// to). A raw packet QP's SRQ is checked by [`check_srq_use`].
+/// at all. Fails with `EINVAL` for one RSS bit without the other, for an
+/// RSS QP with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` (it sends nothing), if an
+/// XRC receive QP names no XRC domain, or another QP no PD or an XRC
+/// domain (which only XRC receive QPs belong to). A raw packet QP's SRQ is
+/// checked by [`check_srq_use`], the rest of an RSS QP by
+/// [`crate::rwq::check_rss_qp`] and [`crate::rwq::check_rx_hash`].
 pub fn check_init_attr(
     qp_type: u32,
     comp_mask: u32,
@@ -126,9 +139,15 @@ pub fn check_init_attr(
         ibv::QPT_XRC_RECV => None,
         _ => return Err(Errno::EOPNOTSUPP),
     };
-    if comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0
-        && send_ops.is_none_or(|ops| send_ops_flags & !ops != 0)
-    {
+    let send_ops_bit = comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    match comp_mask & RSS_INIT_ATTR_MASK {
+        0 => {}
+        RSS_INIT_ATTR_MASK if qp_type != ibv::QPT_RAW_PACKET => return Err(Errno::EOPNOTSUPP),
+        RSS_INIT_ATTR_MASK if send_ops_bit => return Err(Errno::EINVAL),
+        RSS_INIT_ATTR_MASK => {}
+        _ => return Err(Errno::EINVAL),
+    }
+    if send_ops_bit && send_ops.is_none_or(|ops| send_ops_flags & !ops != 0) {
         return Err(Errno::EOPNOTSUPP);
     }
     // An XRC receive QP belongs to its domain, not to a PD (libibverbs
@@ -189,11 +208,11 @@ pub fn rings(qp_type: u32, has_srq: bool) -> Rings {
     }
 }
 
-/// Checks that the kernel's create response has a receive ring exactly
-/// when the QP should have one (`wanted`, [`Rings::recv`]). Fails with
-/// `EPROTO` if not.
-pub fn check_rq_presence(rq: &RingInfo, wanted: bool) -> Result<(), Errno> {
-    if (rq.num_slots != 0) != wanted {
+/// Checks that the kernel's create response describes a ring exactly when
+/// the QP should have one (`wanted`, [`Rings`]): a ring with no slots is
+/// no ring. Fails with `EPROTO` if not.
+pub fn check_ring_presence(ring: &RingInfo, wanted: bool) -> Result<(), Errno> {
+    if (ring.num_slots != 0) != wanted {
         return Err(Errno::EPROTO);
     }
     Ok(())
@@ -209,6 +228,16 @@ pub struct KernelCqs {
     pub recv: bool,
 }
 
+impl KernelCqs {
+    /// Neither: an XRC receive QP's, and an RSS QP's (libibverbs sends no
+    /// CQ for a QP with an indirection table and no send queue; its
+    /// receives complete on the CQs of its WQs).
+    pub const NONE: Self = Self {
+        send: false,
+        recv: false,
+    };
+}
+
 /// The CQs the kernel took for a QP of `qp_type`, and so the only ones
 /// that are sure to be live roxe CQs while the QP is.
 ///
@@ -220,10 +249,7 @@ pub struct KernelCqs {
 /// (raw packet QPs among them) has both.
 pub fn kernel_cqs(qp_type: u32) -> KernelCqs {
     match qp_type {
-        ibv::QPT_XRC_RECV => KernelCqs {
-            send: false,
-            recv: false,
-        },
+        ibv::QPT_XRC_RECV => KernelCqs::NONE,
         ibv::QPT_XRC_SEND => KernelCqs {
             send: true,
             recv: false,
@@ -1316,12 +1342,7 @@ mod tests {
                 "type {t}"
             );
         }
-        for bit in [
-            ibv::QP_INIT_ATTR_MAX_TSO_HEADER,
-            ibv::QP_INIT_ATTR_IND_TABLE,
-            ibv::QP_INIT_ATTR_RX_HASH,
-            1 << 7,
-        ] {
+        for bit in [ibv::QP_INIT_ATTR_MAX_TSO_HEADER, RSS_INIT_ATTR_MASK, 1 << 7] {
             assert_eq!(
                 check_init_attr(ibv::QPT_RC, pd | bit, 0, 0),
                 Err(Errno::EOPNOTSUPP),
@@ -1356,7 +1377,7 @@ mod tests {
         let xrcd = ibv::QP_INIT_ATTR_XRCD;
         assert_eq!(check_init_attr(raw, pd | xrcd, 0, 0), Err(Errno::EINVAL));
         // No offloads: IBV_QP_CREATE_SCATTER_FCS, _CVLAN_STRIPPING,
-        // _PCI_WRITE_END_PADDING; no TSO, no RSS.
+        // _PCI_WRITE_END_PADDING; no TSO.
         let flags = pd | ibv::QP_INIT_ATTR_CREATE_FLAGS;
         for flag in [1 << 8, 1 << 9, 1 << 11] {
             assert_eq!(
@@ -1365,16 +1386,10 @@ mod tests {
                 "flag {flag:#x}"
             );
         }
-        for bit in [
-            ibv::QP_INIT_ATTR_MAX_TSO_HEADER,
-            ibv::QP_INIT_ATTR_IND_TABLE | ibv::QP_INIT_ATTR_RX_HASH,
-        ] {
-            assert_eq!(
-                check_init_attr(raw, pd | bit, 0, 0),
-                Err(Errno::EOPNOTSUPP),
-                "mask {bit:#x}"
-            );
-        }
+        assert_eq!(
+            check_init_attr(raw, pd | ibv::QP_INIT_ATTR_MAX_TSO_HEADER, 0, 0),
+            Err(Errno::EOPNOTSUPP),
+        );
         // Both rings, as a UD QP has.
         let both = Rings {
             send: true,
@@ -1421,7 +1436,60 @@ mod tests {
             Err(Errno::EOPNOTSUPP)
         );
         assert_eq!(
-            check_init_attr(ibv::QPT_XRC_RECV, xrcd | ibv::QP_INIT_ATTR_RX_HASH, 0, 0),
+            check_init_attr(ibv::QPT_XRC_RECV, xrcd | RSS_INIT_ATTR_MASK, 0, 0),
+            Err(Errno::EOPNOTSUPP)
+        );
+    }
+
+    #[test]
+    fn rss_is_for_raw_packet_qps_with_both_bits() {
+        let (pd, raw) = (ibv::QP_INIT_ATTR_PD, ibv::QPT_RAW_PACKET);
+        let rss = pd | RSS_INIT_ATTR_MASK;
+        assert_eq!(check_init_attr(raw, rss, 0, 0), Ok(()));
+        // With creation flags as long as there are none (as pyverbs asks).
+        let flags = rss | ibv::QP_INIT_ATTR_CREATE_FLAGS;
+        assert_eq!(check_init_attr(raw, flags, 0, 0), Ok(()));
+        assert_eq!(
+            check_init_attr(raw, flags, 1 << 8, 0),
+            Err(Errno::EOPNOTSUPP)
+        );
+        // One without the other, on any type.
+        for bit in [ibv::QP_INIT_ATTR_IND_TABLE, ibv::QP_INIT_ATTR_RX_HASH] {
+            for t in [raw, ibv::QPT_RC, ibv::QPT_UD] {
+                assert_eq!(
+                    check_init_attr(t, pd | bit, 0, 0),
+                    Err(Errno::EINVAL),
+                    "type {t} mask {bit:#x}"
+                );
+            }
+        }
+        // Other QP types have no RSS.
+        for t in [ibv::QPT_RC, ibv::QPT_UC, ibv::QPT_UD, ibv::QPT_XRC_SEND] {
+            assert_eq!(
+                check_init_attr(t, rss, 0, 0),
+                Err(Errno::EOPNOTSUPP),
+                "type {t}"
+            );
+        }
+        // It sends nothing, so no `ibv_wr_*` interface, even with no ops.
+        let ops = rss | ibv::QP_INIT_ATTR_SEND_OPS_FLAGS;
+        assert_eq!(check_init_attr(raw, ops, 0, 0), Err(Errno::EINVAL));
+        assert_eq!(
+            check_init_attr(raw, ops, 0, RAW_SEND_OPS),
+            Err(Errno::EINVAL)
+        );
+        // It still needs a PD and takes no XRC domain.
+        assert_eq!(
+            check_init_attr(raw, RSS_INIT_ATTR_MASK, 0, 0),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            check_init_attr(raw, rss | ibv::QP_INIT_ATTR_XRCD, 0, 0),
+            Err(Errno::EINVAL)
+        );
+        // TSO stays unsupported.
+        assert_eq!(
+            check_init_attr(raw, rss | ibv::QP_INIT_ATTR_MAX_TSO_HEADER, 0, 0),
             Err(Errno::EOPNOTSUPP)
         );
     }
@@ -1581,20 +1649,20 @@ mod tests {
     }
 
     #[test]
-    fn rq_presence_must_match_the_srq() {
+    fn ring_presence_must_match_the_qp() {
         let ring = RingInfo {
             num_slots: 4,
             ..RingInfo::default()
         };
         let none = RingInfo::default();
-        assert_eq!(check_rq_presence(&ring, true), Ok(()));
-        assert_eq!(check_rq_presence(&none, false), Ok(()));
-        assert_eq!(check_rq_presence(&none, true), Err(Errno::EPROTO));
-        assert_eq!(check_rq_presence(&ring, false), Err(Errno::EPROTO));
+        assert_eq!(check_ring_presence(&ring, true), Ok(()));
+        assert_eq!(check_ring_presence(&none, false), Ok(()));
+        assert_eq!(check_ring_presence(&none, true), Err(Errno::EPROTO));
+        assert_eq!(check_ring_presence(&ring, false), Err(Errno::EPROTO));
         // An XRC send QP gets no receive ring, SRQ or not.
         let xrc = rings(ibv::QPT_XRC_SEND, false).recv;
-        assert_eq!(check_rq_presence(&none, xrc), Ok(()));
-        assert_eq!(check_rq_presence(&ring, xrc), Err(Errno::EPROTO));
+        assert_eq!(check_ring_presence(&none, xrc), Ok(()));
+        assert_eq!(check_ring_presence(&ring, xrc), Err(Errno::EPROTO));
     }
 
     #[test]

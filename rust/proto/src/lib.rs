@@ -32,6 +32,7 @@ pub mod req;
 pub mod resp;
 pub mod responder;
 pub mod ring;
+pub mod rss;
 pub mod seg;
 pub mod udp;
 pub mod wr;

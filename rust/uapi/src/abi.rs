@@ -182,6 +182,47 @@ pub struct ModifySrqCmd {
     pub ring_info_addr: u64,
 }
 
+/// Driver part of the `ibv_cmd_create_wq` response: where to map the
+/// work queue's receive ring (user space produces [`RecvWqe`]s into it, as
+/// into an SRQ's). The WQ number is in the core's part of the response.
+pub type CreateWqResp = RingInfo;
+
+/// Longest RSS hash key (`rx_hash_key_len`): the 40 bytes of a Toeplitz
+/// key that hashes IPv6 addresses and both ports.
+pub const RSS_KEY_MAX: usize = 40;
+
+/// Driver input of `ibv_cmd_create_qp_ex2` for an RSS QP: a raw packet QP
+/// created over a receive WQ indirection table (`IBV_QP_INIT_ATTR_IND_TABLE`
+/// with `IBV_QP_INIT_ATTR_RX_HASH`). The kernel hashes the fields of each
+/// frame the QP receives and puts the frame in the WQ the hash selects.
+/// Any other QP sends no driver input.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateRssQpCmd {
+    /// `enum ibv_rx_hash_fields`: which header fields the hash covers.
+    pub hash_fields: u64,
+    /// `enum ibv_rx_hash_function_flags`: only `IBV_RX_HASH_FUNC_TOEPLITZ`.
+    pub hash_function: u8,
+    /// Bytes of `key` in use, 1 to [`RSS_KEY_MAX`].
+    pub key_len: u8,
+    /// Must be zero.
+    pub _reserved: [u8; 6],
+    /// The Toeplitz key.
+    pub key: [u8; RSS_KEY_MAX],
+}
+
+impl Default for CreateRssQpCmd {
+    fn default() -> Self {
+        Self {
+            hash_fields: 0,
+            hash_function: 0,
+            key_len: 0,
+            _reserved: [0; 6],
+            key: [0; RSS_KEY_MAX],
+        }
+    }
+}
+
 /// A scatter/gather element (`struct ibv_sge`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -330,6 +371,8 @@ const _: () = {
     assert!(size_of::<CreateQpResp>() == 48);
     assert!(size_of::<CreateSrqResp>() == 32);
     assert!(size_of::<ModifySrqCmd>() == 8);
+    assert!(size_of::<CreateRssQpCmd>() == 56);
+    assert!(offset_of!(CreateRssQpCmd, key) == 16);
     assert!(size_of::<Sge>() == 16);
     assert!(size_of::<SendWqe>() == 72);
     assert!(offset_of!(SendWqe, remote_addr) == 32);

@@ -7,8 +7,10 @@
 //! libibverbs sends the kernel everything after `ibv_resp` as the driver
 //! output buffer (`UVERBS_ATTR_UHW_OUT`, or the tail of a `write()`
 //! response), so the kernel sees a driver `udata.outlen` of exactly
-//! `size_of::<roxe_uapi::...>()`. No roxe command has driver input: every
-//! request is passed with its core size, so `udata.inlen` is 0.
+//! `size_of::<roxe_uapi::...>()`. Requests work the same way: most are
+//! passed with their core size, so `udata.inlen` is 0; the two that carry
+//! driver input ([`ModifySrq`], [`CreateRssQp`]) put it right after the
+//! core command.
 
 use super::uverbs;
 
@@ -81,4 +83,36 @@ pub struct CreateSrqResp {
     pub ibv_resp: uverbs::CreateSrqResp,
     /// roxe's part: where to map the ring, and the SRQ number.
     pub drv: roxe_uapi::CreateSrqResp,
+}
+
+/// Request of `ibv_cmd_create_qp_ex2` for an RSS QP: the core command,
+/// then roxe's hash configuration, which the kernel sees as the driver
+/// `udata` input.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateRssQp {
+    /// `ibv_cmd`.
+    pub ibv_cmd: super::ibv::CreateQpEx,
+    /// roxe's part: the hash function, fields and key.
+    pub drv: roxe_uapi::CreateRssQpCmd,
+}
+
+/// Response of `ibv_cmd_create_qp_ex2`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateQpExResp {
+    /// `ibv_resp`.
+    pub ibv_resp: uverbs::ExCreateQpResp,
+    /// roxe's part: the rings, both absent for an RSS QP.
+    pub drv: roxe_uapi::CreateQpResp,
+}
+
+/// Response of `ibv_cmd_create_wq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateWqResp {
+    /// `ibv_resp`.
+    pub ibv_resp: uverbs::ExCreateWqResp,
+    /// roxe's part: where to map the receive ring.
+    pub drv: roxe_uapi::CreateWqResp,
 }

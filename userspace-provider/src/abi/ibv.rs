@@ -1247,8 +1247,9 @@ pub struct QpInitAttrEx {
     pub create_flags: u32,
     /// `max_tso_header`.
     pub max_tso_header: u16,
-    /// `rwq_ind_tbl`.
-    pub rwq_ind_tbl: *mut c_void,
+    /// `rwq_ind_tbl`: with `IBV_QP_INIT_ATTR_IND_TABLE`, the receive
+    /// work queues of an RSS QP.
+    pub rwq_ind_tbl: *mut RwqIndTable,
     /// `rx_hash_conf`.
     pub rx_hash_conf: RxHashConf,
     /// `source_qpn`.
@@ -1510,6 +1511,193 @@ impl Flow {
         context: core::ptr::null_mut(),
         handle: 0,
     };
+}
+
+/// `enum ibv_rx_hash_function_flags`: `IBV_RX_HASH_FUNC_TOEPLITZ`.
+pub const RX_HASH_FUNC_TOEPLITZ: u8 = 1 << 0;
+
+/// `enum ibv_rx_hash_fields`: `IBV_RX_HASH_SRC_IPV4`.
+pub const RX_HASH_SRC_IPV4: u64 = 1 << 0;
+/// `IBV_RX_HASH_DST_IPV4`.
+pub const RX_HASH_DST_IPV4: u64 = 1 << 1;
+/// `IBV_RX_HASH_SRC_IPV6`.
+pub const RX_HASH_SRC_IPV6: u64 = 1 << 2;
+/// `IBV_RX_HASH_DST_IPV6`.
+pub const RX_HASH_DST_IPV6: u64 = 1 << 3;
+/// `IBV_RX_HASH_SRC_PORT_TCP`.
+pub const RX_HASH_SRC_PORT_TCP: u64 = 1 << 4;
+/// `IBV_RX_HASH_DST_PORT_TCP`.
+pub const RX_HASH_DST_PORT_TCP: u64 = 1 << 5;
+/// `IBV_RX_HASH_SRC_PORT_UDP`.
+pub const RX_HASH_SRC_PORT_UDP: u64 = 1 << 6;
+/// `IBV_RX_HASH_DST_PORT_UDP`.
+pub const RX_HASH_DST_PORT_UDP: u64 = 1 << 7;
+/// `IBV_RX_HASH_IPSEC_SPI`.
+pub const RX_HASH_IPSEC_SPI: u64 = 1 << 8;
+/// `IBV_RX_HASH_INNER`: hash the inner headers of a tunnelled packet.
+pub const RX_HASH_INNER: u64 = 1 << 31;
+
+/// `enum ibv_wq_type`: `IBV_WQT_RQ`, a receive work queue.
+pub const WQT_RQ: u32 = 0;
+
+/// `enum ibv_wq_init_attr_mask`: `IBV_WQ_INIT_ATTR_FLAGS`.
+pub const WQ_INIT_ATTR_FLAGS: u32 = 1 << 0;
+/// `IBV_WQ_INIT_ATTR_RESERVED`: this bit and those above it are unknown.
+pub const WQ_INIT_ATTR_RESERVED: u32 = 1 << 1;
+
+/// `enum ibv_wq_state`: `IBV_WQS_RESET`.
+pub const WQS_RESET: u32 = 0;
+/// `IBV_WQS_RDY`.
+pub const WQS_RDY: u32 = 1;
+/// `IBV_WQS_ERR`.
+pub const WQS_ERR: u32 = 2;
+
+/// `enum ibv_wq_attr_mask`: `IBV_WQ_ATTR_STATE`.
+pub const WQ_ATTR_STATE: u32 = 1 << 0;
+/// `IBV_WQ_ATTR_CURR_STATE`.
+pub const WQ_ATTR_CURR_STATE: u32 = 1 << 1;
+/// `IBV_WQ_ATTR_FLAGS`.
+pub const WQ_ATTR_FLAGS: u32 = 1 << 2;
+/// `IBV_WQ_ATTR_RESERVED`: this bit and those above it are unknown.
+pub const WQ_ATTR_RESERVED: u32 = 1 << 3;
+
+/// `IBV_CREATE_IND_TABLE_RESERVED` of `enum ibv_ind_table_init_attr_mask`:
+/// no `comp_mask` bit is defined.
+pub const CREATE_IND_TABLE_RESERVED: u32 = 1 << 0;
+
+/// `struct ibv_wq_init_attr`: `ibv_create_wq`'s argument.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct WqInitAttr {
+    /// `wq_context`.
+    pub wq_context: *mut c_void,
+    /// `wq_type` (`enum ibv_wq_type`).
+    pub wq_type: u32,
+    /// `max_wr`: what the caller asks for; set to what it got on success.
+    pub max_wr: u32,
+    /// `max_sge`: likewise.
+    pub max_sge: u32,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `cq`: where the WQ's receives complete.
+    pub cq: *mut Cq,
+    /// `comp_mask` (`enum ibv_wq_init_attr_mask`).
+    pub comp_mask: u32,
+    /// `create_flags` (`enum ibv_wq_flags`), with `IBV_WQ_INIT_ATTR_FLAGS`.
+    pub create_flags: u32,
+}
+
+/// `struct ibv_wq_attr`: `ibv_modify_wq`'s argument.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WqAttr {
+    /// `attr_mask` (`enum ibv_wq_attr_mask`).
+    pub attr_mask: u32,
+    /// `wq_state` (`enum ibv_wq_state`): the state to move to.
+    pub wq_state: u32,
+    /// `curr_wq_state`: the state the caller believes the WQ is in.
+    pub curr_wq_state: u32,
+    /// `flags` (`enum ibv_wq_flags`).
+    pub flags: u32,
+    /// `flags_mask`.
+    pub flags_mask: u32,
+}
+
+/// `struct ibv_wq`: a receive work queue. `ibv_cmd_create_wq` fills in
+/// its context, PD, CQ, type, number and handle; `ibv_create_wq` (inline
+/// in `verbs.h`) its `wq_context`, mutex, condition variable and event
+/// count; `ibv_cmd_modify_wq` keeps `state`. The provider sets
+/// `post_recv`, which `ibv_post_wq_recv` calls.
+#[repr(C)]
+pub struct Wq {
+    /// `context`.
+    pub context: *mut Context,
+    /// `wq_context`.
+    pub wq_context: *mut c_void,
+    /// `pd`.
+    pub pd: *mut Pd,
+    /// `cq`.
+    pub cq: *mut Cq,
+    /// `wq_num`.
+    pub wq_num: u32,
+    /// `handle`: the kernel's handle.
+    pub handle: u32,
+    /// `state` (`enum ibv_wq_state`).
+    pub state: u32,
+    /// `wq_type` (`enum ibv_wq_type`).
+    pub wq_type: u32,
+    /// `post_recv`: returns 0, or a positive errno with `*bad_recv_wr` set.
+    pub post_recv: Option<
+        unsafe extern "C" fn(
+            current: *mut Wq,
+            recv_wr: *mut RecvWr,
+            bad_recv_wr: *mut *mut RecvWr,
+        ) -> c_int,
+    >,
+    /// `mutex`.
+    pub mutex: PthreadMutex,
+    /// `cond`.
+    pub cond: PthreadCond,
+    /// `events_completed`.
+    pub events_completed: u32,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+}
+
+impl Wq {
+    /// The all-zero value (a WQ in RESET, as `calloc` would hand it over).
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        wq_context: core::ptr::null_mut(),
+        pd: core::ptr::null_mut(),
+        cq: core::ptr::null_mut(),
+        wq_num: 0,
+        handle: 0,
+        state: WQS_RESET,
+        wq_type: 0,
+        post_recv: None,
+        mutex: PthreadMutex::INITIALIZER,
+        cond: PthreadCond::INITIALIZER,
+        events_completed: 0,
+        comp_mask: 0,
+    };
+}
+
+/// `struct ibv_rwq_ind_table`: a receive work queue indirection table,
+/// which the provider allocates and `ibv_cmd_create_rwq_ind_table` fills
+/// in.
+#[repr(C)]
+pub struct RwqIndTable {
+    /// `context`.
+    pub context: *mut Context,
+    /// `ind_tbl_handle`: the kernel's handle.
+    pub ind_tbl_handle: c_int,
+    /// `ind_tbl_num`.
+    pub ind_tbl_num: c_int,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+}
+
+impl RwqIndTable {
+    /// The all-zero value.
+    pub const ZERO: Self = Self {
+        context: core::ptr::null_mut(),
+        ind_tbl_handle: 0,
+        ind_tbl_num: 0,
+        comp_mask: 0,
+    };
+}
+
+/// `struct ibv_rwq_ind_table_init_attr`: `ibv_create_rwq_ind_table`'s
+/// argument.
+#[repr(C)]
+pub struct RwqIndTableInitAttr {
+    /// `log_ind_tbl_size`: the table has `1 << log_ind_tbl_size` entries.
+    pub log_ind_tbl_size: u32,
+    /// `ind_tbl`: that many WQs.
+    pub ind_tbl: *mut *mut Wq,
+    /// `comp_mask` (`enum ibv_ind_table_init_attr_mask`).
+    pub comp_mask: u32,
 }
 
 /// `enum ibv_mw_type` is an `int`-sized enum.
@@ -1805,4 +1993,35 @@ pub struct OpenQp {
     pub hdr: uverbs::CmdHdr,
     /// `core_payload`.
     pub core_payload: uverbs::OpenQp,
+}
+
+/// `struct ibv_create_qp_ex` from the private `kern-abi.h`: the command
+/// of `ibv_cmd_create_qp_ex2`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateQpEx {
+    /// `hdr`.
+    pub hdr: ExHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::ExCreateQp,
+}
+
+/// `struct ibv_create_wq` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct CreateWq {
+    /// `hdr`.
+    pub hdr: ExHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::ExCreateWq,
+}
+
+/// `struct ibv_modify_wq` from the private `kern-abi.h`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ModifyWq {
+    /// `hdr`.
+    pub hdr: ExHdr,
+    /// `core_payload`.
+    pub core_payload: uverbs::ExModifyWq,
 }

@@ -27,8 +27,9 @@
 //! rdma-core `v44.0`. The flow steering structures (`flow_layouts`:
 //! `ibv_flow`, `ibv_flow_attr`) and the raw packet QP type
 //! (`raw_packet_constants`) were printed the same way from the installed
-//! `<infiniband/verbs.h>`. A test reports every mismatch of its group, not
-//! only the first.
+//! `<infiniband/verbs.h>`, and so were the receive work queue, indirection
+//! table and RSS structures (`wq_layouts`). A test reports every mismatch
+//! of its group, not only the first.
 
 use core::mem::{align_of, offset_of, size_of};
 
@@ -1272,6 +1273,160 @@ fn flow_layouts() {
     assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
 }
 
+/// Receive work queues, indirection tables and RSS QPs (`wq_layouts`),
+/// as a C program printed them from `<infiniband/verbs.h>` and
+/// `<rdma/ib_user_verbs.h>` (libibverbs-dev 44.0-2), with the `kern-abi.h`
+/// wrappers `ibv_create_wq`, `ibv_modify_wq` and `ibv_create_qp_ex`
+/// (`DECLARE_CMD_EX`: `struct ex_hdr`, then the kernel's struct) restated
+/// from rdma-core `v44.0`.
+#[test]
+fn wq_layouts() {
+    let mut errs = Vec::new();
+    assert_layout!(errs, ibv::Wq, size 152, align 8 {
+        context: 0,
+        wq_context: 8,
+        pd: 16,
+        cq: 24,
+        wq_num: 32,
+        handle: 36,
+        state: 40,
+        wq_type: 44,
+        post_recv: 48,
+        mutex: 56,
+        cond: 96,
+        events_completed: 144,
+        comp_mask: 148,
+    });
+    assert_layout!(errs, ibv::WqInitAttr, size 48, align 8 {
+        wq_context: 0,
+        wq_type: 8,
+        max_wr: 12,
+        max_sge: 16,
+        pd: 24,
+        cq: 32,
+        comp_mask: 40,
+        create_flags: 44,
+    });
+    assert_layout!(errs, ibv::WqAttr, size 20, align 4 {
+        attr_mask: 0,
+        wq_state: 4,
+        curr_wq_state: 8,
+        flags: 12,
+        flags_mask: 16,
+    });
+    assert_layout!(errs, ibv::RwqIndTable, size 24, align 8 {
+        context: 0,
+        ind_tbl_handle: 8,
+        ind_tbl_num: 12,
+        comp_mask: 16,
+    });
+    assert_layout!(errs, ibv::RwqIndTableInitAttr, size 24, align 8 {
+        log_ind_tbl_size: 0,
+        ind_tbl: 8,
+        comp_mask: 16,
+    });
+    assert_layout!(errs, uverbs::ExCreateWq, size 40, align 8 {
+        comp_mask: 0,
+        wq_type: 4,
+        user_handle: 8,
+        pd_handle: 16,
+        cq_handle: 20,
+        max_wr: 24,
+        max_sge: 28,
+        create_flags: 32,
+        reserved: 36,
+    });
+    assert_layout!(errs, uverbs::ExCreateWqResp, size 24, align 4 {
+        comp_mask: 0,
+        response_length: 4,
+        wq_handle: 8,
+        max_wr: 12,
+        max_sge: 16,
+        wqn: 20,
+    });
+    assert_layout!(errs, uverbs::ExModifyWq, size 24, align 4 {
+        attr_mask: 0,
+        wq_handle: 4,
+        wq_state: 8,
+        curr_wq_state: 12,
+        flags: 16,
+        flags_mask: 20,
+    });
+    assert_layout!(errs, uverbs::ExCreateRwqIndTableResp, size 16, align 4 {
+        comp_mask: 0,
+        response_length: 4,
+        ind_tbl_handle: 8,
+        ind_tbl_num: 12,
+    });
+    assert_layout!(errs, uverbs::ExCreateQp, size 64, align 8 {
+        user_handle: 0,
+        pd_handle: 8,
+        max_inline_data: 40,
+        sq_sig_all: 44,
+        qp_type: 45,
+        is_srq: 46,
+        reserved: 47,
+        comp_mask: 48,
+        create_flags: 52,
+        rwq_ind_tbl_handle: 56,
+        source_qpn: 60,
+    });
+    assert_layout!(errs, uverbs::ExCreateQpResp, size 40, align 4 {
+        base: 0,
+        comp_mask: 32,
+        response_length: 36,
+    });
+    assert_layout!(errs, ibv::CreateWq, size 64, align 8 {
+        hdr: 0,
+        core_payload: 24,
+    });
+    assert_layout!(errs, ibv::ModifyWq, size 48, align 8 {
+        hdr: 0,
+        core_payload: 24,
+    });
+    assert_layout!(errs, ibv::CreateQpEx, size 88, align 8 {
+        hdr: 0,
+        core_payload: 24,
+    });
+    assert!(errs.is_empty(), "layout mismatches:\n{}", errs.join("\n"));
+}
+
+/// The WQ, indirection table and RSS enum values, as a C program printed
+/// them from `<infiniband/verbs.h>` and `<rdma/ib_user_verbs.h>`
+/// (libibverbs-dev 44.0-2).
+#[test]
+fn wq_constants() {
+    assert_eq!(ibv::WQT_RQ, 0);
+    assert_eq!((ibv::WQS_RESET, ibv::WQS_RDY, ibv::WQS_ERR), (0, 1, 2));
+    let attr = [
+        ibv::WQ_ATTR_STATE,
+        ibv::WQ_ATTR_CURR_STATE,
+        ibv::WQ_ATTR_FLAGS,
+        ibv::WQ_ATTR_RESERVED,
+    ];
+    assert_eq!(attr, [1, 2, 4, 8]);
+    let init = (ibv::WQ_INIT_ATTR_FLAGS, ibv::WQ_INIT_ATTR_RESERVED);
+    assert_eq!(init, (1, 2));
+    assert_eq!(ibv::CREATE_IND_TABLE_RESERVED, 1);
+    assert_eq!(uverbs::MAX_LOG_IND_TBL_SIZE, 13);
+    assert_eq!(ibv::RX_HASH_FUNC_TOEPLITZ, 1);
+    let fields = [
+        ibv::RX_HASH_SRC_IPV4,
+        ibv::RX_HASH_DST_IPV4,
+        ibv::RX_HASH_SRC_IPV6,
+        ibv::RX_HASH_DST_IPV6,
+        ibv::RX_HASH_SRC_PORT_TCP,
+        ibv::RX_HASH_DST_PORT_TCP,
+        ibv::RX_HASH_SRC_PORT_UDP,
+        ibv::RX_HASH_DST_PORT_UDP,
+        ibv::RX_HASH_IPSEC_SPI,
+        ibv::RX_HASH_INNER,
+    ];
+    assert_eq!(fields, [1, 2, 4, 8, 16, 32, 64, 128, 256, 1 << 31]);
+    let mask = (ibv::QP_INIT_ATTR_IND_TABLE, ibv::QP_INIT_ATTR_RX_HASH);
+    assert_eq!(mask, (16, 32));
+}
+
 /// The raw packet QP type, as a C program printed it from
 /// `<infiniband/verbs.h>` (libibverbs-dev 44.0-2).
 #[test]
@@ -1335,6 +1490,39 @@ fn driver_layouts() {
         ibv_cmd: 0,
         drv: 24,
     });
+    assert_layout!(errs, driver::CreateQpExResp, size 88, align 8 {
+        ibv_resp: 0,
+        drv: 40,
+    });
+    assert_layout!(errs, driver::CreateWqResp, size 48, align 8 {
+        ibv_resp: 0,
+        drv: 24,
+    });
+    assert_layout!(errs, driver::CreateRssQp, size 144, align 8 {
+        ibv_cmd: 0,
+        drv: 88,
+    });
+    check(
+        &mut errs,
+        "driver::CreateQpExResp",
+        "driver part",
+        size_of::<driver::CreateQpExResp>() - size_of::<uverbs::ExCreateQpResp>(),
+        size_of::<roxe_uapi::CreateQpResp>(),
+    );
+    check(
+        &mut errs,
+        "driver::CreateWqResp",
+        "driver part",
+        size_of::<driver::CreateWqResp>() - size_of::<uverbs::ExCreateWqResp>(),
+        size_of::<roxe_uapi::CreateWqResp>(),
+    );
+    check(
+        &mut errs,
+        "driver::CreateRssQp",
+        "driver part",
+        size_of::<driver::CreateRssQp>() - size_of::<ibv::CreateQpEx>(),
+        size_of::<roxe_uapi::CreateRssQpCmd>(),
+    );
     check(
         &mut errs,
         "driver::CreateQpResp",

@@ -730,3 +730,135 @@ pub struct OpenQp {
     /// `reserved`.
     pub reserved: [u8; 7],
 }
+
+/// `struct ib_uverbs_ex_create_qp`: the request of `ibv_cmd_create_qp_ex2`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExCreateQp {
+    /// `user_handle`.
+    pub user_handle: u64,
+    /// `pd_handle`.
+    pub pd_handle: u32,
+    /// `send_cq_handle`.
+    pub send_cq_handle: u32,
+    /// `recv_cq_handle`.
+    pub recv_cq_handle: u32,
+    /// `srq_handle`.
+    pub srq_handle: u32,
+    /// `max_send_wr`.
+    pub max_send_wr: u32,
+    /// `max_recv_wr`.
+    pub max_recv_wr: u32,
+    /// `max_send_sge`.
+    pub max_send_sge: u32,
+    /// `max_recv_sge`.
+    pub max_recv_sge: u32,
+    /// `max_inline_data`.
+    pub max_inline_data: u32,
+    /// `sq_sig_all`.
+    pub sq_sig_all: u8,
+    /// `qp_type`.
+    pub qp_type: u8,
+    /// `is_srq`.
+    pub is_srq: u8,
+    /// `reserved`.
+    pub reserved: u8,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `create_flags`.
+    pub create_flags: u32,
+    /// `rwq_ind_tbl_handle`.
+    pub rwq_ind_tbl_handle: u32,
+    /// `source_qpn`.
+    pub source_qpn: u32,
+}
+
+/// `struct ib_uverbs_ex_create_qp_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExCreateQpResp {
+    /// `base`.
+    pub base: CreateQpResp,
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `response_length`.
+    pub response_length: u32,
+}
+
+/// `struct ib_uverbs_ex_create_wq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExCreateWq {
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `wq_type`.
+    pub wq_type: u32,
+    /// `user_handle`.
+    pub user_handle: u64,
+    /// `pd_handle`.
+    pub pd_handle: u32,
+    /// `cq_handle`.
+    pub cq_handle: u32,
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `create_flags`.
+    pub create_flags: u32,
+    /// `reserved`.
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_ex_create_wq_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExCreateWqResp {
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `response_length`.
+    pub response_length: u32,
+    /// `wq_handle`.
+    pub wq_handle: u32,
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `wqn`.
+    pub wqn: u32,
+}
+
+/// `struct ib_uverbs_ex_modify_wq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExModifyWq {
+    /// `attr_mask`.
+    pub attr_mask: u32,
+    /// `wq_handle`.
+    pub wq_handle: u32,
+    /// `wq_state`.
+    pub wq_state: u32,
+    /// `curr_wq_state`.
+    pub curr_wq_state: u32,
+    /// `flags`.
+    pub flags: u32,
+    /// `flags_mask`.
+    pub flags_mask: u32,
+}
+
+/// `IB_USER_VERBS_MAX_LOG_IND_TBL_SIZE`: the kernel refuses indirection
+/// tables of more than `1 << 13` entries.
+pub const MAX_LOG_IND_TBL_SIZE: u32 = 0x0d;
+
+/// `struct ib_uverbs_ex_create_rwq_ind_table_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExCreateRwqIndTableResp {
+    /// `comp_mask`.
+    pub comp_mask: u32,
+    /// `response_length`.
+    pub response_length: u32,
+    /// `ind_tbl_handle`.
+    pub ind_tbl_handle: u32,
+    /// `ind_tbl_num`.
+    pub ind_tbl_num: u32,
+}

@@ -260,8 +260,14 @@ context_ops! {
             attr: *mut ibv::QpInitAttrEx,
         ) -> *mut ibv::Qp,
     >,
-    /// `create_rwq_ind_table`.
-    create_rwq_ind_table: OpaqueFn,
+    /// `create_rwq_ind_table`: returns NULL with `errno` set on failure.
+    /// libibverbs' inline `ibv_create_rwq_ind_table` calls it.
+    create_rwq_ind_table: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            init_attr: *mut ibv::RwqIndTableInitAttr,
+        ) -> *mut ibv::RwqIndTable,
+    >,
     /// `create_srq`: returns NULL with `errno` set on failure.
     create_srq: Option<
         unsafe extern "C" fn(pd: *mut ibv::Pd, attr: *mut ibv::SrqInitAttr) -> *mut ibv::Srq,
@@ -275,8 +281,14 @@ context_ops! {
             attr: *mut ibv::SrqInitAttrEx,
         ) -> *mut ibv::Srq,
     >,
-    /// `create_wq`.
-    create_wq: OpaqueFn,
+    /// `create_wq`: returns NULL with `errno` set on failure. libibverbs'
+    /// inline `ibv_create_wq` calls it.
+    create_wq: Option<
+        unsafe extern "C" fn(
+            context: *mut ibv::Context,
+            wq_init_attr: *mut ibv::WqInitAttr,
+        ) -> *mut ibv::Wq,
+    >,
     /// `dealloc_mw`: returns 0 or a positive errno.
     dealloc_mw: Option<unsafe extern "C" fn(mw: *mut ibv::Mw) -> c_int>,
     /// `dealloc_pd`: returns 0 or a positive errno.
@@ -299,12 +311,12 @@ context_ops! {
     destroy_flow_action: OpaqueFn,
     /// `destroy_qp`: returns 0 or a positive errno.
     destroy_qp: Option<unsafe extern "C" fn(qp: *mut ibv::Qp) -> c_int>,
-    /// `destroy_rwq_ind_table`.
-    destroy_rwq_ind_table: OpaqueFn,
+    /// `destroy_rwq_ind_table`: returns 0 or a positive errno.
+    destroy_rwq_ind_table: Option<unsafe extern "C" fn(rwq_ind_table: *mut ibv::RwqIndTable) -> c_int>,
     /// `destroy_srq`: returns 0 or a positive errno.
     destroy_srq: Option<unsafe extern "C" fn(srq: *mut ibv::Srq) -> c_int>,
-    /// `destroy_wq`.
-    destroy_wq: OpaqueFn,
+    /// `destroy_wq`: returns 0 or a positive errno.
+    destroy_wq: Option<unsafe extern "C" fn(wq: *mut ibv::Wq) -> c_int>,
     /// `detach_mcast`: returns 0 or a positive errno.
     detach_mcast:
         Option<unsafe extern "C" fn(qp: *mut ibv::Qp, gid: *const ibv::Gid, lid: u16) -> c_int>,
@@ -336,8 +348,8 @@ context_ops! {
     modify_srq: Option<
         unsafe extern "C" fn(srq: *mut ibv::Srq, attr: *mut ibv::SrqAttr, attr_mask: c_int) -> c_int,
     >,
-    /// `modify_wq`.
-    modify_wq: OpaqueFn,
+    /// `modify_wq`: returns 0 or a positive errno.
+    modify_wq: Option<unsafe extern "C" fn(wq: *mut ibv::Wq, wq_attr: *mut ibv::WqAttr) -> c_int>,
     /// `open_qp`: returns NULL with `errno` set on failure.
     open_qp: Option<
         unsafe extern "C" fn(context: *mut ibv::Context, attr: *mut ibv::QpOpenAttr) -> *mut ibv::Qp,

@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Rings mapped from the verbs command fd: a CQ ring, which the kernel
-//! produces, and a work-queue ring (a QP's send or receive queue, or an
-//! SRQ), which user space produces.
+//! produces, and a work-queue ring (a QP's send or receive queue, an SRQ,
+//! or a receive WQ), which user space produces.
 
 use core::ffi::c_int;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use roxe_uapi::{Cqe, RING_HEADER_SIZE};
+use roxe_uapi::{Cqe, RING_HEADER_SIZE, RingInfo};
 
 use super::{last_errno, mmap, munmap};
 use crate::errno::Errno;
+use crate::qp::{RECV_WQE_HEADER, RecvQueue};
 use crate::ring::{CONSUMER_OFFSET, Geometry, PRODUCER_OFFSET, RingMemory};
-use crate::wq::{self, WqMemory};
+use crate::wq::{self, Producer, WqMemory};
 
 /// `PROT_READ`.
 const PROT_READ: c_int = 0x1;
@@ -223,6 +224,20 @@ impl WqMemory for WqMapping {
             ptr::copy_nonoverlapping(bytes.as_ptr(), self.region.base.as_ptr().add(offset), len);
         }
     }
+}
+
+/// Checks the kernel's description of a receive ring (a WQ's or an SRQ's)
+/// and maps it, for a queue whose granted SGE limit is `max_sge`.
+///
+/// Fails with `EPROTO` if the description is invalid or a WQE with
+/// `max_sge` SGEs does not fit a slot, and otherwise with `mmap`'s errno.
+pub(super) fn map_recv_queue(
+    fd: c_int,
+    info: &RingInfo,
+    max_sge: u32,
+) -> Result<RecvQueue<WqMapping>, Errno> {
+    let geometry = wq::Geometry::new(info, RECV_WQE_HEADER)?;
+    RecvQueue::new(Producer::new(WqMapping::new(fd, geometry)?)?, max_sge)
 }
 
 #[cfg(test)]

@@ -10,15 +10,16 @@
 //! - [`pd`]: protection domains and memory regions;
 //! - [`cq`]: completion queues, their mapped rings and polling;
 //! - [`ah`]: address handles;
-//! - [`qp`]: queue pairs (raw packet QPs among them), their mapped
-//!   rings, posting (`post_send` and the `ibv_wr_*` interface) and the
-//!   doorbell;
+//! - [`qp`]: queue pairs (raw packet and RSS QPs among them), their
+//!   mapped rings, posting (`post_send` and the `ibv_wr_*` interface) and
+//!   the doorbell;
 //! - [`flow`]: flow steering rules;
 //! - [`srq`]: shared receive queues, basic and XRC;
+//! - [`rwq`]: receive work queues and their indirection tables;
 //! - [`xrcd`]: XRC domains;
 //! - [`mw`]: memory windows and `ibv_bind_mw`;
-//! - [`lock`], [`mapping`]: the spin lock of CQs, QPs and SRQs, and the
-//!   `mmap` of a ring.
+//! - [`lock`], [`mapping`]: the spin lock of CQs, QPs, SRQs and WQs, and
+//!   the `mmap` of a ring.
 //!
 //! The contracts quoted in the `SAFETY` comments are those of rdma-core
 //! v44.0: `libibverbs/init.c` (`try_driver`, `match_device`,
@@ -28,9 +29,12 @@
 //! verbs that call the ops), and the `ibv_cmd_*` helpers in
 //! `libibverbs/cmd.c` (also `ibv_cmd_open_xrcd`, `ibv_cmd_open_qp` and
 //! `ibv_cmd_create_flow`), `cmd_pd.c`, `cmd_mr.c`, `cmd_cq.c`, `cmd_ah.c`,
-//! `cmd_qp.c`, `cmd_srq.c`, `cmd_mw.c`, `cmd_xrcd.c`, `cmd_flow.c` and
-//! `cmd_device.c`, and the inline `ibv_create_flow` and
-//! `ibv_destroy_flow` of `libibverbs/verbs.h`.
+//! `cmd_qp.c`, `cmd_srq.c`, `cmd_mw.c`, `cmd_xrcd.c`, `cmd_flow.c`,
+//! `cmd_wq.c`, `cmd_rwq_ind.c` and `cmd_device.c` (also
+//! `ibv_cmd_modify_wq` and `ibv_cmd_create_rwq_ind_table` in `cmd.c`), and
+//! the inline `ibv_create_flow`, `ibv_destroy_flow`, `ibv_create_wq`,
+//! `ibv_post_wq_recv` and the other WQ and indirection table verbs of
+//! `libibverbs/verbs.h`.
 
 mod ah;
 mod cq;
@@ -40,6 +44,7 @@ mod mapping;
 mod mw;
 mod pd;
 mod qp;
+mod rwq;
 mod srq;
 mod xrcd;
 
@@ -206,6 +211,15 @@ unsafe extern "C" {
         resp: *mut uverbs::CreateQpResp,
         resp_size: usize,
     ) -> c_int;
+    fn ibv_cmd_create_qp_ex2(
+        context: *mut ibv::Context,
+        qp: *mut verbs::Qp,
+        attr_ex: *mut ibv::QpInitAttrEx,
+        cmd: *mut ibv::CreateQpEx,
+        cmd_size: usize,
+        resp: *mut uverbs::ExCreateQpResp,
+        resp_size: usize,
+    ) -> c_int;
     fn ibv_cmd_modify_qp(
         qp: *mut ibv::Qp,
         attr: *mut ibv::QpAttr,
@@ -279,6 +293,30 @@ unsafe extern "C" {
         cmd_size: usize,
     ) -> c_int;
     fn ibv_cmd_destroy_srq(srq: *mut ibv::Srq) -> c_int;
+    fn ibv_cmd_create_wq(
+        context: *mut ibv::Context,
+        wq_init_attr: *mut ibv::WqInitAttr,
+        wq: *mut ibv::Wq,
+        cmd: *mut ibv::CreateWq,
+        cmd_size: usize,
+        resp: *mut uverbs::ExCreateWqResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_modify_wq(
+        wq: *mut ibv::Wq,
+        attr: *mut ibv::WqAttr,
+        cmd: *mut ibv::ModifyWq,
+        cmd_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_destroy_wq(wq: *mut ibv::Wq) -> c_int;
+    fn ibv_cmd_create_rwq_ind_table(
+        context: *mut ibv::Context,
+        init_attr: *mut ibv::RwqIndTableInitAttr,
+        rwq_ind_table: *mut ibv::RwqIndTable,
+        resp: *mut uverbs::ExCreateRwqIndTableResp,
+        resp_size: usize,
+    ) -> c_int;
+    fn ibv_cmd_destroy_rwq_ind_table(rwq_ind_table: *mut ibv::RwqIndTable) -> c_int;
     fn ibv_cmd_alloc_mw(
         pd: *mut ibv::Pd,
         mw_type: ibv::MwType,
@@ -391,6 +429,13 @@ static CONTEXT_OPS: verbs::ContextOps = verbs::ContextOps {
     dealloc_mw: Some(mw::dealloc_mw),
     open_xrcd: Some(xrcd::open_xrcd),
     close_xrcd: Some(xrcd::close_xrcd),
+    // Receive WQs and indirection tables, for RSS QPs. `ibv_post_wq_recv`
+    // calls the `post_recv` each WQ carries.
+    create_wq: Some(rwq::create_wq),
+    modify_wq: Some(rwq::modify_wq),
+    destroy_wq: Some(rwq::destroy_wq),
+    create_rwq_ind_table: Some(rwq::create_rwq_ind_table),
+    destroy_rwq_ind_table: Some(rwq::destroy_rwq_ind_table),
     ..verbs::ContextOps::EMPTY
 };
 
@@ -668,7 +713,10 @@ unsafe extern "C" fn free_context(ibctx: *mut ibv::Context) {
     }
 }
 
-/// `verbs_context_ops.query_device_ex`: the kernel's device attributes.
+/// `verbs_context_ops.query_device_ex`: the kernel's device attributes,
+/// with the firmware version formatted and, when the kernel reports RSS
+/// QPs, their hash function and fields (`rss_caps.rx_hash_function` and
+/// `rx_hash_fields_mask`, which the kernel's response does not carry).
 ///
 /// Returns 0 or a positive errno, the convention of this op.
 ///
@@ -707,6 +755,27 @@ unsafe extern "C" fn query_device_ex(
     // during the call.
     let fw_ver: &mut [c_char; 64] = unsafe { &mut (*attr.cast::<ibv::DeviceAttr>()).fw_ver };
     attr::format_fw_ver(resp.base.fw_ver, fw_ver);
+    // The kernel's `ib_uverbs_rss_caps` has no room for the hash function
+    // and fields of RSS QPs, so libibverbs leaves them alone; roxe's are
+    // fixed, and reported when the kernel reports RSS QPs at all (as
+    // libibverbs copies the rest of `rss_caps`: when both the caller's
+    // buffer and the kernel's response reach that far).
+    let rss_end = offset_of!(ibv::DeviceAttrEx, rss_caps) + size_of::<ibv::RssCaps>();
+    let kernel_rss_end =
+        offset_of!(uverbs::ExQueryDeviceResp, rss_caps) + size_of::<uverbs::RssCaps>();
+    if attr_size >= rss_end && resp_size >= kernel_rss_end {
+        if let Some(caps) = crate::rwq::rx_hash_caps(resp.rss_caps.supported_qpts) {
+            // SAFETY: `attr` is writable for `attr_size` bytes (the
+            // contract), which cover `rss_caps` (checked); the caller does
+            // not touch it during the call, and no reference into it is
+            // alive any more.
+            unsafe {
+                let rss = &raw mut (*attr).rss_caps;
+                (*rss).rx_hash_function = caps.function;
+                (*rss).rx_hash_fields_mask = caps.fields;
+            }
+        }
+    }
     0
 }
 
@@ -752,8 +821,16 @@ mod tests {
         assert!(o.create_srq_ex.is_some() && o.get_srq_num.is_some());
         assert!(o.open_qp.is_some() && o.create_qp_ex.is_some());
         // Still unsupported.
-        assert!(o.post_srq_ops.is_none() && o.create_wq.is_none());
-        assert!(o.create_rwq_ind_table.is_none());
+        assert!(o.post_srq_ops.is_none());
+    }
+
+    /// The WQ and indirection table ops reach libibverbs, whose inline
+    /// verbs call them through `verbs_context`.
+    #[test]
+    fn the_wq_ops_are_set() {
+        let o = &CONTEXT_OPS;
+        assert!(o.create_wq.is_some() && o.modify_wq.is_some() && o.destroy_wq.is_some());
+        assert!(o.create_rwq_ind_table.is_some() && o.destroy_rwq_ind_table.is_some());
     }
 
     /// Flow steering reaches libibverbs, which calls these through

@@ -16,8 +16,8 @@ use core::mem::{offset_of, size_of_val};
 use core::ptr::{self, NonNull};
 
 use super::lock::SpinLock;
-use super::mapping::WqMapping;
-use super::qp::post_recv_list;
+use super::mapping::{WqMapping, map_recv_queue};
+use super::qp::post_recv_to;
 use super::{
     cmd_result, drop_box, errno_ret, ibv_cmd_create_srq, ibv_cmd_create_srq_ex,
     ibv_cmd_destroy_srq, ibv_cmd_modify_srq, ibv_cmd_query_srq, set_errno, try_box,
@@ -76,17 +76,6 @@ impl Srq {
         // read or written.
         unsafe { &raw mut (*self.vsrq.get()).srq }
     }
-}
-
-/// Checks the kernel's description of the ring and maps it. `max_sge` is
-/// what the kernel granted.
-fn map_queue(
-    fd: c_int,
-    resp: &roxe_uapi::CreateSrqResp,
-    max_sge: u32,
-) -> Result<RecvQueue<WqMapping>, Errno> {
-    let geometry = wq::Geometry::new(&resp.rq, RECV_WQE_HEADER)?;
-    RecvQueue::new(Producer::new(WqMapping::new(fd, geometry)?)?, max_sge)
 }
 
 /// `verbs_context_ops.create_srq`.
@@ -166,7 +155,7 @@ unsafe fn map_created(
     let ibsrq = srq_ref.ibv();
     // SAFETY: the command succeeded, so `ibsrq->context` is open.
     let fd = unsafe { (*(*ibsrq).context).cmd_fd };
-    match map_queue(fd, resp, max_sge) {
+    match map_recv_queue(fd, &resp.rq, max_sge) {
         Ok(rq) => {
             *srq_ref.rq.lock() = Some(rq);
             ibsrq
@@ -468,23 +457,10 @@ pub(super) unsafe extern "C" fn post_srq_recv(
     wr: *mut ibv::RecvWr,
     bad_wr: *mut *mut ibv::RecvWr,
 ) -> c_int {
-    // SAFETY: NULL or writable per the contract.
-    let Some(bad_wr) = (unsafe { bad_wr.as_mut() }) else {
-        return Errno::EINVAL.get();
-    };
-    *bad_wr = ptr::null_mut();
-    if wr.is_null() {
-        return 0;
-    }
     // SAFETY: `ibsrq` is a live roxe SRQ per the contract.
     let srq = unsafe { Srq::from_ibv(ibsrq) };
-    let mut guard = srq.rq.lock();
-    let Some(rq) = guard.as_mut() else {
-        *bad_wr = wr;
-        return Errno::EINVAL.get();
-    };
-    // SAFETY: `wr` is a valid non-NULL list per the contract.
-    unsafe { post_recv_list(rq, wr, bad_wr) }
+    // SAFETY: per the contract.
+    unsafe { post_recv_to(&srq.rq, true, wr, bad_wr) }
 }
 
 #[cfg(test)]
@@ -509,7 +485,7 @@ mod tests {
         let srq = try_box(Srq::new(verbs::Srq::ZERO)).expect("allocate an SRQ");
         // SAFETY: `srq` is live and only this test uses it.
         let srq_ref = unsafe { srq.as_ref() };
-        *srq_ref.rq.lock() = Some(map_queue(backing.fd(), &resp, 3).expect("maps"));
+        *srq_ref.rq.lock() = Some(map_recv_queue(backing.fd(), &resp.rq, 3).expect("maps"));
         let ibsrq = srq_ref.ibv();
         let mut wrs: Vec<ibv::RecvWr> = (1..=3)
             .map(|id| ibv::RecvWr {
@@ -660,6 +636,9 @@ mod tests {
             srq_num: 1,
             _reserved: 0,
         };
-        assert_eq!(map_queue(-1, &resp, 1).map(|_| ()), Err(Errno::EPROTO));
+        assert_eq!(
+            map_recv_queue(-1, &resp.rq, 1).map(|_| ()),
+            Err(Errno::EPROTO)
+        );
     }
 }

@@ -54,6 +54,14 @@ pub(crate) struct RoxeDev {
     pub(crate) xrcds: Budget,
     /// The id the next SRQ gets: SRQ numbers are reused, ids never.
     pub(crate) srq_uids: core::sync::atomic::AtomicU64,
+    pub(crate) wqs: Budget,
+    /// Live receive WQs by number.
+    #[pin]
+    pub(crate) wq_table: Table<()>,
+    pub(crate) ind_tables: Budget,
+    /// The number the next indirection table gets (24 bits, wrapping: it
+    /// only names the table to the user).
+    pub(crate) ind_table_nums: core::sync::atomic::AtomicU32,
     /// Raw packet QPs' flows and the tap that feeds them.
     #[pin]
     pub(crate) raw: crate::flows::RawFlows<Roxe>,
@@ -87,6 +95,8 @@ impl PinnedDrop for RoxeDev {
             ("SRQs", self.srqs.in_use()),
             ("XRCDs", self.xrcds.in_use()),
             ("MWs", self.mws.in_use()),
+            ("WQs", self.wqs.in_use()),
+            ("WQ indirection tables", self.ind_tables.in_use()),
             (
                 "GSI QPs",
                 u32::from(self.gsi_taken.load(core::sync::atomic::Ordering::Acquire)),
@@ -145,6 +155,10 @@ impl RoxeDev {
             srq_table <- Table::new(MAX_SRQ),
             xrcds: Budget::new(MAX_XRCD),
             srq_uids: core::sync::atomic::AtomicU64::new(1),
+            wqs: Budget::new(crate::limits::MAX_WQ),
+            wq_table <- Table::new(crate::limits::MAX_WQ),
+            ind_tables: Budget::new(crate::limits::MAX_IND_TABLES),
+            ind_table_nums: core::sync::atomic::AtomicU32::new(1),
             raw <- crate::flows::RawFlows::new(),
             mws: Budget::new(MAX_MW),
             mcast <- crate::mcast::Groups::new(),

@@ -37,6 +37,14 @@ pub(crate) const MAX_SRQ: u32 = (1 << 20) - 0x2_0001;
 /// opens the same file, so a few are plenty; the limit bounds what a user
 /// can make the kernel allocate.
 pub(crate) const MAX_XRCD: u32 = 1 << 16;
+/// Receive work queues per device (rxe has none). Each is a ring in user
+/// memory; the limit bounds what a user can make the kernel track.
+pub(crate) const MAX_WQ: u32 = 1 << 16;
+/// Receive WQ indirection tables per device (rxe has none).
+pub(crate) const MAX_IND_TABLES: u32 = 1 << 12;
+/// Log2 of the entries of the largest indirection table (the core allows
+/// up to 2^16; a NIC offers a few hundred).
+pub(crate) const MAX_IND_TABLE_LOG: u32 = 10;
 /// Work requests per SRQ (rxe: 2^20).
 pub(crate) const MAX_SRQ_WR: u32 = 1 << 20;
 /// Scatter/gather entries per SRQ receive (rxe: 27).

@@ -100,6 +100,10 @@ fn deliver(dev: &Device<Roxe>, frame: &Frame<'_>) {
         return;
     };
     for qp in to.iter() {
+        if let Some(rss) = &qp.data().rss {
+            rss.deliver(d, &bytes);
+            continue;
+        }
         let mut st = qp.data().state.lock();
         let landed = crate::qp::resp::recv_raw(qp, &mut st, &bytes);
         d.counters.event(if landed {

@@ -7,7 +7,7 @@
 //! directory and contains no `unsafe` (each module is `deny(unsafe_code)`);
 //! the abstractions it builds on live in the top-level `rust/` directory.
 
-#![recursion_limit = "256"]
+#![recursion_limit = "512"]
 
 use kernel::prelude::*;
 
@@ -48,6 +48,7 @@ mod proto {
     pub(crate) mod resp;
     pub(crate) mod responder;
     pub(crate) mod ring;
+    pub(crate) mod rss;
     pub(crate) mod seg;
     pub(crate) mod udp;
     pub(crate) mod wr;
@@ -100,6 +101,8 @@ mod table;
 mod tx;
 #[deny(unsafe_code)]
 mod verbs;
+#[deny(unsafe_code)]
+mod wq;
 #[deny(unsafe_code)]
 mod wqe;
 

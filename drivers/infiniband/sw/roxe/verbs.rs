@@ -83,6 +83,8 @@ const DEVICE_CAPS: u64 = crate::rdma::attr::CAP_PORT_ACTIVE_EVENT
 impl Driver for Roxe {
     type Data = RoxeDev;
     type Flow = crate::raw::RoxeFlow;
+    type Wq = crate::wq::RoxeWq;
+    type IndTable = crate::wq::RoxeIndTable;
 
     // The kernel's `enum rdma_driver_id` has no roxe entry. libroxe matches
     // devices by the `roxe_abi_version` attribute instead.
@@ -147,6 +149,9 @@ impl Driver for Roxe {
             max_total_mcast_qp_attach: crate::mcast::MAX_TOTAL_ATTACH,
             max_srq_wr: MAX_SRQ_WR,
             max_srq_sge: MAX_SRQ_SGE,
+            max_wq_type_rq: crate::limits::MAX_WQ,
+            max_rwq_indirection_tables: crate::limits::MAX_IND_TABLES,
+            max_rwq_indirection_table_size: 1 << crate::limits::MAX_IND_TABLE_LOG,
             max_mr_size: MAX_MR_SIZE,
             page_size_cap: kernel::page::PAGE_SIZE as u64,
             max_pkeys: 1,

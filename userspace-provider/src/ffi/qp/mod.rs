@@ -21,10 +21,13 @@
 //! Raw packet QPs are made like UD QPs, with the same command and driver
 //! response and both rings, but never with an SRQ; they send whole
 //! Ethernet frames (`IBV_WR_SEND` only). Flow steering rules, which
-//! deliver frames to them, are in the `flow` module.
+//! deliver frames to them, are in the `flow` module. A raw packet QP
+//! created over a receive WQ indirection table is an RSS QP ([`rss`]):
+//! no rings, no CQs, receives only into the WQs of its table.
 
 mod ex;
 mod post;
+mod rss;
 #[cfg(test)]
 mod tests;
 
@@ -43,12 +46,12 @@ use super::{
 use crate::abi::{driver, ibv, uverbs, verbs};
 use crate::errno::Errno;
 use crate::qp::{
-    Dest, RECV_WQE_HEADER, RecvQueue, SEND_WQE_HEADER, SendQueue, check_init_attr, check_open_attr,
-    check_rq_presence, check_srq_use, kernel_cqs, rings,
+    Dest, KernelCqs, RECV_WQE_HEADER, RSS_INIT_ATTR_MASK, RecvQueue, SEND_WQE_HEADER, SendQueue,
+    check_init_attr, check_open_attr, check_ring_presence, check_srq_use, kernel_cqs, rings,
 };
 use crate::wq::{self, Producer};
 use ex::install_wr_ops;
-pub(super) use post::{post_recv, post_recv_list, post_send, post_single};
+pub(super) use post::{post_recv, post_recv_to, post_send, post_single};
 
 /// A roxe QP: libibverbs' `verbs_qp`, then the rings and their state.
 ///
@@ -72,6 +75,10 @@ pub(super) struct Qp {
     state: AtomicU32,
     /// `enum ibv_qp_type`, fixed at creation.
     qp_type: u32,
+    /// The CQs the kernel took for the QP, fixed at creation: the only
+    /// ones of `ibv_qp.send_cq` and `ibv_qp.recv_cq` that are sure to be
+    /// live roxe CQs while the QP is.
+    cqs: KernelCqs,
     /// The send queue; `None` until creation has mapped it, and for ever
     /// on an XRC receive QP.
     sq: SpinLock<Option<SendQueue<WqMapping>>>,
@@ -82,12 +89,14 @@ pub(super) struct Qp {
 
 impl Qp {
     /// A QP before the kernel knows it: zeroed `verbs_qp` (what libibverbs
-    /// expects from `calloc`), no rings.
+    /// expects from `calloc`), no rings, and the CQs a QP of `qp_type`
+    /// gives the kernel.
     fn new(qp_type: u32) -> Self {
         Self {
             vqp: UnsafeCell::new(verbs::Qp::ZERO),
             state: AtomicU32::new(ibv::QPS_RESET),
             qp_type,
+            cqs: kernel_cqs(qp_type),
             sq: SpinLock::new(None),
             rq: SpinLock::new(None),
         }
@@ -132,7 +141,7 @@ fn map_queues(
 ) -> Result<(SendQueue<WqMapping>, Option<RecvQueue<WqMapping>>), Errno> {
     // Both descriptions are checked before anything is mapped.
     let sq = wq::Geometry::new(&resp.sq, SEND_WQE_HEADER)?;
-    check_rq_presence(&resp.rq, has_rq)?;
+    check_ring_presence(&resp.rq, has_rq)?;
     let rq = match has_rq {
         true => Some(wq::Geometry::new(&resp.rq, RECV_WQE_HEADER)?),
         false => None,
@@ -152,7 +161,47 @@ fn map_queues(
     Ok((sq, rq))
 }
 
-/// Creates a QP for both create ops.
+/// Moves `qp` to the heap and runs `command`, the kernel command that
+/// creates or opens it, on its `verbs_qp` (zeroed, at its final address,
+/// which is the QP's user handle in the kernel). `command` returns 0 or a
+/// positive errno, as the `ibv_cmd_*` calls do.
+///
+/// Returns the QP, which nothing else knows yet; if the command fails,
+/// frees it and returns the command's errno. Fails with `ENOMEM` if the
+/// QP cannot be allocated.
+fn new_kernel_qp(
+    qp: Qp,
+    command: impl FnOnce(*mut verbs::Qp) -> c_int,
+) -> Result<NonNull<Qp>, Errno> {
+    let qp = try_box(qp).ok_or(Errno::ENOMEM)?;
+    // SAFETY: `qp` is live and only this thread knows it.
+    let vqp = unsafe { qp.as_ref() }.vqp.get();
+    if let Err(err) = cmd_result(command(vqp)) {
+        // SAFETY: `qp` came from `try_box`, and without a kernel QP nothing
+        // refers to it.
+        unsafe { drop_box(qp) };
+        return Err(err);
+    }
+    Ok(qp)
+}
+
+/// Undoes [`new_kernel_qp`] after the kernel created the QP but the
+/// provider cannot complete it: destroys the kernel QP, then frees `qp`.
+///
+/// If the destroy fails too, the error that led here is still the one to
+/// report; the kernel frees the QP with the context at the latest.
+///
+/// # Safety
+///
+/// `qp` came from a successful `new_kernel_qp` and was never published.
+unsafe fn destroy_unpublished(qp: NonNull<Qp>) {
+    // SAFETY: the kernel QP exists and nothing else knows it.
+    unsafe { ibv_cmd_destroy_qp(qp.as_ref().ibv()) };
+    // SAFETY: `qp` is unpublished, and the kernel QP is gone.
+    unsafe { drop_box(qp) };
+}
+
+/// Creates a QP for both create ops; an RSS QP is made by [`rss::create`].
 ///
 /// On success `attr.cap` holds what the kernel granted.
 ///
@@ -160,7 +209,8 @@ fn map_queues(
 ///
 /// `context` is an open roxe context; the pointers in `attr` are NULL or
 /// objects of that context (`ibv_cmd_create_qp_ex` reads them), its PD is
-/// a live roxe PD and its XRC domain NULL or a live roxe XRC domain.
+/// a live roxe PD, its XRC domain NULL or a live roxe XRC domain, and its
+/// indirection table and hash key as [`rss::create`] requires.
 unsafe fn create(
     context: *mut ibv::Context,
     attr: &mut ibv::QpInitAttrEx,
@@ -177,11 +227,12 @@ unsafe fn create(
     if attr.comp_mask & ibv::QP_INIT_ATTR_XRCD != 0 && attr.xrcd.is_null() {
         return Err(Errno::EINVAL);
     }
+    if attr.comp_mask & RSS_INIT_ATTR_MASK != 0 {
+        // SAFETY: per the contract.
+        return unsafe { rss::create(context, attr) };
+    }
     let wr_api = attr.comp_mask & ibv::QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
     let has = rings(attr.qp_type, !attr.srq.is_null());
-    let qp = try_box(Qp::new(attr.qp_type)).ok_or(Errno::ENOMEM)?;
-    // SAFETY: `qp` is live and only this thread knows it.
-    let qp_ref = unsafe { qp.as_ref() };
     // `ibv_cmd_create_qp_ex` refuses the creation-flags bit; the flags are
     // all zero here (checked above), so the bit means nothing. The send
     // ops are the provider's business alone.
@@ -197,28 +248,26 @@ unsafe fn create(
         true => size_of_val(&resp),
         false => size_of_val(&resp.ibv_resp),
     };
-    // SAFETY: `context` and the objects `kattr` names are valid per the
-    // contract; `vqp` is a zeroed `verbs_qp` at its final address (its
-    // address is the QP's user handle in the kernel); `cmd` is writable for
-    // its core size (no driver input); `resp` is writable for its full
-    // size, at least `resp_size`, and the driver part follows `ibv_resp`
-    // directly.
-    let ret = unsafe {
-        ibv_cmd_create_qp_ex(
-            context,
-            qp_ref.vqp.get(),
-            &raw mut kattr,
-            &raw mut cmd,
-            size_of_val(&cmd),
-            &raw mut resp.ibv_resp,
-            resp_size,
-        )
-    };
-    if let Err(err) = cmd_result(ret) {
-        // SAFETY: `qp` came from `try_box` and was never published.
-        unsafe { drop_box(qp) };
-        return Err(err);
-    }
+    let qp = new_kernel_qp(Qp::new(attr.qp_type), |vqp| {
+        // SAFETY: `context` and the objects `kattr` names are valid per the
+        // contract; `vqp` is as `new_kernel_qp` describes; `cmd` is
+        // writable for its core size (no driver input); `resp` is writable
+        // for its full size, at least `resp_size`, and the driver part
+        // follows `ibv_resp` directly.
+        unsafe {
+            ibv_cmd_create_qp_ex(
+                context,
+                vqp,
+                &raw mut kattr,
+                &raw mut cmd,
+                size_of_val(&cmd),
+                &raw mut resp.ibv_resp,
+                resp_size,
+            )
+        }
+    })?;
+    // SAFETY: `qp` is live and only this thread knows it.
+    let qp_ref = unsafe { qp.as_ref() };
     attr.cap = kattr.cap;
     if !has.send {
         // Nothing to map: the posting ops find no queue and refuse.
@@ -244,13 +293,9 @@ unsafe fn create(
             Ok(qp_ref.ibv())
         }
         Err(err) => {
-            // SAFETY: the kernel QP exists and nothing else knows it. If
-            // this fails too, the mapping error is still the one to
-            // report; the kernel frees the QP with the context at the
-            // latest.
-            unsafe { ibv_cmd_destroy_qp(qp_ref.ibv()) };
-            // SAFETY: `qp` is unpublished, and the kernel QP is gone.
-            unsafe { drop_box(qp) };
+            // SAFETY: the create command succeeded, and `qp` was never
+            // published.
+            unsafe { destroy_unpublished(qp) };
             Err(err)
         }
     }
@@ -329,11 +374,15 @@ pub(super) unsafe extern "C" fn create_qp(
 /// An XRC receive QP (`IBV_QPT_XRC_RECV`, with `IBV_QP_INIT_ATTR_XRCD`
 /// and its domain) gets no rings; an XRC send QP a send ring only.
 ///
-/// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for TSO, RSS,
-/// any creation flag and send ops the QP type does not offer
-/// ([`check_init_attr`]), `EINVAL` without a PD (or, for an XRC receive
-/// QP, without an XRC domain) and for a raw packet QP with an SRQ, and
-/// otherwise as [`create_qp`].
+/// With `IBV_QP_INIT_ATTR_IND_TABLE` and `IBV_QP_INIT_ATTR_RX_HASH` a raw
+/// packet QP is an RSS QP ([`rss::create`]).
+///
+/// Returns NULL with `errno` set on failure: `EOPNOTSUPP` for TSO, RSS on
+/// a QP other than a raw packet QP, any creation flag and send ops the QP
+/// type does not offer ([`check_init_attr`]), `EINVAL` without a PD (or,
+/// for an XRC receive QP, without an XRC domain) and for a raw packet QP
+/// with an SRQ, as [`rss::create`] for an RSS QP, and otherwise as
+/// [`create_qp`].
 ///
 /// # Safety
 ///
@@ -381,10 +430,11 @@ pub(super) unsafe extern "C" fn modify_qp(
         qp.state.store(state, Ordering::Release);
         // Only the CQs the kernel took are cleaned: the CQ pointers
         // libibverbs keeps are whatever the caller passed, and an XRC
-        // receive QP (no CQs of its own) and an XRC send QP (no receive CQ)
-        // never sent some of them, so those may be freed or foreign.
+        // receive QP (no CQs of its own), an XRC send QP (no receive CQ)
+        // and an RSS QP (none) never sent some of them, so those may be
+        // freed or foreign.
         if state == ibv::QPS_RESET {
-            let cqs = kernel_cqs(qp.qp_type);
+            let cqs = qp.cqs;
             // SAFETY: `ibqp` is live; only the pointers are read.
             let (send_cq, recv_cq, qpn) =
                 unsafe { ((*ibqp).send_cq, (*ibqp).recv_cq, (*ibqp).qp_num) };
@@ -452,8 +502,8 @@ pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut ibv::Qp) -> c_int {
     // SAFETY: as in `Qp::from_ibv`.
     let qp = unsafe { ibqp.byte_sub(offset_of!(Qp, vqp)) }.cast::<Qp>();
     if let Some(qp) = NonNull::new(qp) {
-        // SAFETY: every roxe QP comes from `try_box` in `create` or
-        // `open_qp`; the kernel QP is gone and nothing uses it.
+        // SAFETY: every roxe QP comes from `try_box` in `new_kernel_qp`;
+        // the kernel QP is gone and nothing uses it.
         unsafe { drop_box(qp) };
     }
     0
@@ -492,40 +542,36 @@ pub(super) unsafe extern "C" fn open_qp(
         set_errno(Errno::EINVAL);
         return ptr::null_mut();
     }
-    let Some(qp) = try_box(Qp::new(a.qp_type)) else {
-        set_errno(Errno::ENOMEM);
-        return ptr::null_mut();
-    };
-    // SAFETY: `qp` is live and only this thread knows it.
-    let qp_ref = unsafe { qp.as_ref() };
     let mut cmd = ibv::OpenQp::default();
     let mut resp = uverbs::CreateQpResp::default();
     // CAST: `verbs_qp` is a few hundred bytes.
     let vqp_size = size_of::<verbs::Qp>() as c_int;
-    // SAFETY: `context` and the domain are live per the contract and the
-    // check above; `vqp` is a zeroed `verbs_qp` of `vqp_size` bytes at its
-    // final address (the QP's user handle in the kernel); `cmd` and `resp`
-    // are writable for exactly the (core) sizes passed, so there is no
-    // driver data either way.
-    let ret = unsafe {
-        ibv_cmd_open_qp(
-            context,
-            qp_ref.vqp.get(),
-            vqp_size,
-            a,
-            &raw mut cmd,
-            size_of_val(&cmd),
-            &raw mut resp,
-            size_of_val(&resp),
-        )
-    };
-    if let Err(err) = cmd_result(ret) {
-        // SAFETY: `qp` came from `try_box` and was never published.
-        unsafe { drop_box(qp) };
-        set_errno(err);
-        return ptr::null_mut();
+    let opened = new_kernel_qp(Qp::new(a.qp_type), |vqp| {
+        // SAFETY: `context` and the domain are live per the contract and
+        // the check above; `vqp` is as `new_kernel_qp` describes, of
+        // `vqp_size` bytes; `cmd` and `resp` are writable for exactly the
+        // (core) sizes passed, so there is no driver data either way.
+        unsafe {
+            ibv_cmd_open_qp(
+                context,
+                vqp,
+                vqp_size,
+                a,
+                &raw mut cmd,
+                size_of_val(&cmd),
+                &raw mut resp,
+                size_of_val(&resp),
+            )
+        }
+    });
+    match opened {
+        // SAFETY: the QP is live.
+        Ok(qp) => unsafe { qp.as_ref() }.ibv(),
+        Err(err) => {
+            set_errno(err);
+            ptr::null_mut()
+        }
     }
-    qp_ref.ibv()
 }
 
 /// `verbs_context_ops.attach_mcast`: attaches a UD QP to a multicast group

@@ -14,6 +14,7 @@ use roxe_uapi::SendWqe;
 use super::Qp;
 use crate::abi::ibv;
 use crate::errno::Errno;
+use crate::ffi::lock::SpinLock;
 use crate::ffi::mapping::WqMapping;
 use crate::ffi::{ah, cmd_result, errno_ret, ibv_cmd_post_send, mw};
 use crate::qp::{
@@ -271,7 +272,6 @@ pub(in crate::ffi) unsafe extern "C" fn post_send(
 }
 
 /// Writes the receive work requests of `wr` into `rq` and publishes them.
-/// Shared by QPs and SRQs.
 ///
 /// Returns 0, or a positive errno with `*bad_wr` set to the first work
 /// request that was not posted (`EINVAL` for too many SGEs, `ENOMEM` when
@@ -281,7 +281,7 @@ pub(in crate::ffi) unsafe extern "C" fn post_send(
 ///
 /// `wr` is a valid, non-NULL list of `ibv_recv_wr` whose SGE lists hold
 /// `num_sge` entries each.
-pub(in crate::ffi) unsafe fn post_recv_list(
+unsafe fn post_recv_list(
     rq: &mut RecvQueue<WqMapping>,
     wr: *mut ibv::RecvWr,
     bad_wr: &mut *mut ibv::RecvWr,
@@ -304,20 +304,24 @@ pub(in crate::ffi) unsafe fn post_recv_list(
     errno_ret(result)
 }
 
-/// `verbs_context_ops.post_recv`: writes the work requests into the
-/// receive ring and publishes them, without entering the kernel.
+/// Posts the receive work requests `wr` to the receive queue `rq` under
+/// its lock, without entering the kernel: the body of `ibv_post_recv`,
+/// `ibv_post_srq_recv` and `ibv_post_wq_recv`. `accepts` says whether the
+/// queue's owner takes work requests now (a QP's state).
 ///
 /// Returns 0, or a positive errno with `*bad_wr` set to the first work
-/// request that was not posted: `EINVAL` for a QP in RESET or one without
-/// a receive queue of its own (one with an SRQ, an XRC QP; nothing is
-/// posted), and otherwise as `post_recv_list`.
+/// request that was not posted: `EINVAL` for a NULL `bad_wr`, or, with
+/// nothing posted, when `accepts` is false or there is no ring; and
+/// otherwise as `post_recv_list`. An empty list posts nothing and returns
+/// 0.
 ///
 /// # Safety
 ///
-/// `ibqp` is a live roxe QP; `wr` is NULL or a valid list of
-/// `ibv_recv_wr`; `bad_wr` is NULL or writable.
-pub(in crate::ffi) unsafe extern "C" fn post_recv(
-    ibqp: *mut ibv::Qp,
+/// `wr` is NULL or a valid list of `ibv_recv_wr` whose SGE lists hold
+/// `num_sge` entries each; `bad_wr` is NULL or writable.
+pub(in crate::ffi) unsafe fn post_recv_to(
+    rq: &SpinLock<Option<RecvQueue<WqMapping>>>,
+    accepts: bool,
     wr: *mut ibv::RecvWr,
     bad_wr: *mut *mut ibv::RecvWr,
 ) -> c_int {
@@ -329,17 +333,35 @@ pub(in crate::ffi) unsafe extern "C" fn post_recv(
     if wr.is_null() {
         return 0;
     }
-    // SAFETY: `ibqp` is a live roxe QP per the contract.
-    let qp = unsafe { Qp::from_ibv(ibqp) };
-    if !can_post_recv(qp.state.load(Ordering::Acquire)) {
-        *bad_wr = wr;
-        return Errno::EINVAL.get();
-    }
-    let mut guard = qp.rq.lock();
-    let Some(rq) = guard.as_mut() else {
+    let mut guard = rq.lock();
+    let Some(rq) = guard.as_mut().filter(|_| accepts) else {
         *bad_wr = wr;
         return Errno::EINVAL.get();
     };
     // SAFETY: `wr` is a valid non-NULL list per the contract.
     unsafe { post_recv_list(rq, wr, bad_wr) }
+}
+
+/// `verbs_context_ops.post_recv`: writes the work requests into the
+/// receive ring and publishes them, without entering the kernel.
+///
+/// Returns 0, or a positive errno with `*bad_wr` set to the first work
+/// request that was not posted: `EINVAL` for a QP in RESET or one without
+/// a receive queue of its own (one with an SRQ, an XRC QP, an RSS QP;
+/// nothing is posted), and otherwise as [`post_recv_to`].
+///
+/// # Safety
+///
+/// `ibqp` is a live roxe QP; `wr` is NULL or a valid list of
+/// `ibv_recv_wr`; `bad_wr` is NULL or writable.
+pub(in crate::ffi) unsafe extern "C" fn post_recv(
+    ibqp: *mut ibv::Qp,
+    wr: *mut ibv::RecvWr,
+    bad_wr: *mut *mut ibv::RecvWr,
+) -> c_int {
+    // SAFETY: `ibqp` is a live roxe QP per the contract.
+    let qp = unsafe { Qp::from_ibv(ibqp) };
+    let accepts = can_post_recv(qp.state.load(Ordering::Acquire));
+    // SAFETY: per the contract.
+    unsafe { post_recv_to(&qp.rq, accepts, wr, bad_wr) }
 }

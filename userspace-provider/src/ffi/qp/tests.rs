@@ -1237,3 +1237,196 @@ fn a_raw_qp_with_an_srq_is_refused_before_the_kernel() {
     assert!(qp.is_null());
     assert_eq!(last_errno(), Errno::EOPNOTSUPP);
 }
+
+/// The attributes of an RSS QP that passes every check before the kernel,
+/// over `table` with `key`.
+fn rss_attr(table: *mut ibv::RwqIndTable, key: &mut [u8]) -> ibv::QpInitAttrEx {
+    ibv::QpInitAttrEx {
+        qp_context: ptr::null_mut(),
+        send_cq: ptr::null_mut(),
+        recv_cq: ptr::null_mut(),
+        srq: ptr::null_mut(),
+        cap: ibv::QpCap::default(),
+        qp_type: ibv::QPT_RAW_PACKET,
+        sq_sig_all: 0,
+        comp_mask: ibv::QP_INIT_ATTR_PD
+            | ibv::QP_INIT_ATTR_CREATE_FLAGS
+            | crate::qp::RSS_INIT_ATTR_MASK,
+        // Never dereferenced: every case below is refused first.
+        pd: ptr::dangling_mut(),
+        xrcd: ptr::null_mut(),
+        create_flags: 0,
+        max_tso_header: 0,
+        rwq_ind_tbl: table,
+        rx_hash_conf: ibv::RxHashConf {
+            rx_hash_function: ibv::RX_HASH_FUNC_TOEPLITZ,
+            // CAST: at most 40 bytes in these tests.
+            rx_hash_key_len: key.len() as u8,
+            rx_hash_key: key.as_mut_ptr(),
+            rx_hash_fields_mask: ibv::RX_HASH_SRC_IPV4 | ibv::RX_HASH_DST_IPV4,
+        },
+        source_qpn: 0,
+        send_ops_flags: 0,
+    }
+}
+
+#[test]
+fn an_rss_qp_is_refused_before_the_kernel() {
+    use crate::ffi::last_errno;
+    let mut table = ibv::RwqIndTable::ZERO;
+    let mut srq = ibv::Srq::ZERO;
+    let srq: *mut ibv::Srq = &raw mut srq;
+    let mut key = [0x6d_u8; 40];
+    let good = rss_attr(&raw mut table, &mut key);
+    let with = |f: &dyn Fn(&mut ibv::QpInitAttrEx)| {
+        let mut a = good;
+        f(&mut a);
+        a
+    };
+    let hash = |f: &dyn Fn(&mut ibv::RxHashConf)| with(&|a| f(&mut a.rx_hash_conf));
+    let only = |bit| with(&|a| a.comp_mask = ibv::QP_INIT_ATTR_PD | bit);
+    let cases = [
+        (
+            "a send queue",
+            with(&|a| a.cap.max_send_wr = 1),
+            Errno::EINVAL,
+        ),
+        (
+            "a receive queue",
+            with(&|a| a.cap.max_recv_wr = 1),
+            Errno::EINVAL,
+        ),
+        (
+            "send SGEs",
+            with(&|a| a.cap.max_send_sge = 1),
+            Errno::EINVAL,
+        ),
+        (
+            "receive SGEs",
+            with(&|a| a.cap.max_recv_sge = 1),
+            Errno::EINVAL,
+        ),
+        (
+            "inline data",
+            with(&|a| a.cap.max_inline_data = 1),
+            Errno::EINVAL,
+        ),
+        ("an SRQ", with(&|a| a.srq = srq), Errno::EINVAL),
+        (
+            "no table",
+            with(&|a| a.rwq_ind_tbl = ptr::null_mut()),
+            Errno::EINVAL,
+        ),
+        (
+            "the table bit alone",
+            only(ibv::QP_INIT_ATTR_IND_TABLE),
+            Errno::EINVAL,
+        ),
+        (
+            "the hash bit alone",
+            only(ibv::QP_INIT_ATTR_RX_HASH),
+            Errno::EINVAL,
+        ),
+        (
+            "send ops",
+            with(&|a| a.comp_mask |= ibv::QP_INIT_ATTR_SEND_OPS_FLAGS),
+            Errno::EINVAL,
+        ),
+        (
+            "a UD QP",
+            with(&|a| a.qp_type = ibv::QPT_UD),
+            Errno::EOPNOTSUPP,
+        ),
+        (
+            "an RC QP",
+            with(&|a| a.qp_type = ibv::QPT_RC),
+            Errno::EOPNOTSUPP,
+        ),
+        (
+            "a creation flag",
+            with(&|a| a.create_flags = 1 << 8),
+            Errno::EOPNOTSUPP,
+        ),
+        (
+            "no hash function",
+            hash(&|h| h.rx_hash_function = 0),
+            Errno::EOPNOTSUPP,
+        ),
+        (
+            "another function",
+            hash(&|h| h.rx_hash_function = 2),
+            Errno::EOPNOTSUPP,
+        ),
+        (
+            "no key",
+            hash(&|h| h.rx_hash_key = ptr::null_mut()),
+            Errno::EINVAL,
+        ),
+        (
+            "an empty key",
+            hash(&|h| h.rx_hash_key_len = 0),
+            Errno::EINVAL,
+        ),
+        (
+            "a long key",
+            hash(&|h| h.rx_hash_key_len = 41),
+            Errno::EINVAL,
+        ),
+        (
+            "IPsec SPIs",
+            hash(&|h| h.rx_hash_fields_mask |= ibv::RX_HASH_IPSEC_SPI),
+            Errno::EOPNOTSUPP,
+        ),
+        (
+            "inner headers",
+            hash(&|h| h.rx_hash_fields_mask |= ibv::RX_HASH_INNER),
+            Errno::EOPNOTSUPP,
+        ),
+    ];
+    for (what, mut attr, err) in cases {
+        // SAFETY: every case fails its checks before the context (NULL
+        // here), the PD or the table is used; the key is 40 readable bytes.
+        let qp = unsafe { create_qp_ex(ptr::null_mut(), &raw mut attr) };
+        assert!(qp.is_null(), "{what}");
+        assert_eq!(last_errno(), err, "{what}");
+    }
+}
+
+#[test]
+fn an_rss_qp_has_no_rings_no_cqs_and_refuses_posting() {
+    // What `rss::create` leaves: the kernel's QP and nothing to map.
+    let qp = try_box(rss::new_qp()).expect("allocate a QP");
+    // SAFETY: `qp` is live and only this test uses it.
+    let q = unsafe { qp.as_ref() };
+    assert_eq!(q.qp_type, ibv::QPT_RAW_PACKET);
+    assert_eq!(q.cqs, KernelCqs::NONE);
+    assert!(q.sq.lock().is_none() && q.rq.lock().is_none());
+    // SAFETY: as above; no `ibv_wr_*` interface.
+    assert_eq!(unsafe { (*q.vqp.get()).comp_mask }, 0);
+    for state in [ibv::QPS_INIT, ibv::QPS_RTR, ibv::QPS_RTS, ibv::QPS_ERR] {
+        q.state.store(state, Ordering::Relaxed);
+        let mut swr = send_wr(1, ibv::WR_SEND, 0, &mut []);
+        let mut rwr = recv_wr(2, &mut []);
+        let (mut sbad, mut rbad) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: the QP is live and the lists valid; both are refused
+        // before any ring or doorbell.
+        let (sret, rret) = unsafe {
+            (
+                post_send(q.ibv(), &raw mut swr, &raw mut sbad),
+                post_recv(q.ibv(), &raw mut rwr, &raw mut rbad),
+            )
+        };
+        assert_eq!((sret, sbad), (Errno::EINVAL.get(), &raw mut swr), "{state}");
+        assert_eq!((rret, rbad), (Errno::EINVAL.get(), &raw mut rwr), "{state}");
+    }
+    // A raw packet QP that is not RSS gives the kernel both CQs.
+    assert_eq!(
+        Qp::new(ibv::QPT_RAW_PACKET).cqs,
+        KernelCqs {
+            send: true,
+            recv: true
+        }
+    );
+    // SAFETY: `qp` came from `try_box` and is no longer used.
+    unsafe { drop_box(qp) };
+}

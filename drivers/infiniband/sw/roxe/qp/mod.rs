@@ -83,6 +83,9 @@ pub(crate) struct RoxeQp {
     index: u32,
     pub(crate) sq: Ring<SendWqe>,
     pub(crate) rq: Option<Ring<RecvWqe>>,
+    /// An RSS QP's receive side: it receives through its indirection
+    /// table's WQs, and has no queues or state of its own.
+    pub(crate) rss: Option<crate::wq::RssRx>,
     /// One lock for the requester, responder and completer state: they run
     /// from verbs calls and from the receive softirq, and share the rings.
     #[pin]
@@ -242,11 +245,22 @@ pub(crate) fn create(
         qp.has_send_cq() && (init.has_srq || ini || qp.has_recv_cq())
     };
     let raw = init.qp_type == QpType::RawPacket;
-    if !cqs_ok || ((tgt || ini || raw) && init.has_srq) {
+    // An RSS QP: a raw packet QP over an indirection table, with no queues
+    // and no CQs of its own.
+    let table = qp.ind_table();
+    let rss_qp = table.is_some();
+    if rss_qp && (!raw || init.has_srq || init.cap != QpCap::default()) {
         return Err(EINVAL);
     }
-    let c = if tgt { QpCap::default() } else { init.cap };
-    let no_rq = init.has_srq || tgt || ini;
+    if !(cqs_ok || rss_qp) || ((tgt || ini || raw) && init.has_srq) {
+        return Err(EINVAL);
+    }
+    let c = if tgt || rss_qp {
+        QpCap::default()
+    } else {
+        init.cap
+    };
+    let no_rq = init.has_srq || tgt || ini || rss_qp;
     if c.max_send_wr > MAX_QP_WR
         || c.max_send_sge > MAX_SGE
         || c.max_inline_data > MAX_INLINE
@@ -254,9 +268,16 @@ pub(crate) fn create(
     {
         return Err(EINVAL);
     }
-    if let Some(u) = udata {
-        u.expect_no_input()?;
-    }
+    let rss = match (table, udata) {
+        (Some(t), Some(u)) => Some(crate::wq::RssRx::new(t.data(), &u.read_input()?)?),
+        // Only user space has raw packet QPs.
+        (Some(_), None) => return Err(EINVAL),
+        (None, Some(u)) => {
+            u.expect_no_input()?;
+            None
+        }
+        (None, None) => None,
+    };
     let dev = qp.device().data();
 
     // The GSI QP is QP1 and exists once per port, for kernel use only.
@@ -282,11 +303,20 @@ pub(crate) fn create(
             qpx::recv_sge_capacity(r.slot_size() as u32).min(MAX_SGE)
         }),
     };
-    // The target's one-slot send ring is never used.
-    let granted = if tgt { QpCap::default() } else { granted };
+    // The target's and an RSS QP's one-slot send ring is never used, and
+    // an RSS QP's user is not told of it.
+    let granted = if tgt || rss_qp {
+        QpCap::default()
+    } else {
+        granted
+    };
     if let Some(u) = udata {
         u.respond(&CreateQpResp {
-            sq: ring_info(&sq)?,
+            sq: if rss_qp {
+                RingInfo::default()
+            } else {
+                ring_info(&sq)?
+            },
             rq: match &rq {
                 Some(r) => ring_info(r)?,
                 None => RingInfo::default(),
@@ -331,6 +361,7 @@ pub(crate) fn create(
             index,
             sq,
             rq,
+            rss,
             state <- new_spinlock_bh!(state, "roxe_qp"),
             post_lock <- new_spinlock_irq!((), "roxe_qp_post"),
             posted: core::sync::atomic::AtomicBool::new(false),
@@ -470,6 +501,10 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
         u.expect_no_input()?;
     }
     let this = qp.data();
+    // An RSS QP has no state to move: its WQs' states say what it takes.
+    if this.rss.is_some() {
+        return Err(eopnotsupp());
+    }
     check_attrs(this, a, m)?;
     // Resolve the route before taking the lock. A destination without a
     // route is no error here (rxe accepts it too); sends retry the lookup.
