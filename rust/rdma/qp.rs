@@ -425,9 +425,9 @@ impl<T: Driver> NewQp<'_, T> {
     /// The indirection table of an RSS QP, which receives through it.
     pub(crate) fn ind_table(&self) -> Option<&super::wq::IndTable<T>> {
         // SAFETY: Set by the core before the driver is called, to NULL or
-        // an initialised table of this device that the core holds (use
-        // count) for the call and, if creation succeeds, until the QP is
-        // destroyed.
+        // an initialised table of this device that the core holds (its
+        // uobject's read lock) for the call; the driver keeps only counted
+        // references to what it reads from it.
         unsafe {
             let t = (*self.ib.get()).rwq_ind_tbl;
             (!t.is_null()).then(|| super::wq::IndTable::from_raw(t))

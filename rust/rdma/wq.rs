@@ -171,8 +171,9 @@ impl<T: Driver> Wq<T> {
             ..Default::default()
         };
         ev.element.wq = self.ib.get();
-        // SAFETY: The WQ is live; the handler, if any, was set by the core
-        // (uverbs' queues the event; it may be called in any context).
+        // SAFETY: The WQ is live; the handler, if any, is the one the core
+        // gave `create_cb` (uverbs' queues the event under an irq-safe
+        // lock: it may be called in any context).
         unsafe {
             if let Some(h) = (*self.ib.get()).event_handler {
                 h(&mut ev, (*self.ib.get()).wq_context);
@@ -269,12 +270,17 @@ pub(super) unsafe extern "C" fn create_cb<T: Driver>(
             max_sge: a.max_sge,
         };
         let (init, granted, num) = <T::Wq as WqOps<T>>::create(pd, cq, size, udata.as_ref())?;
+        let (handler, context) = (a.event_handler, a.wq_context);
         let fill = move |slot: *mut Wq<T>| {
             // SAFETY: `slot` is the new allocation, written once per field
             // before anything uses it.
             unsafe {
+                // The core copies neither the event handler nor the
+                // context into the WQ: the driver does.
                 addr_of_mut!((*slot).ib).write(Opaque::new(bindings::ib_wq {
                     wq_num: num,
+                    event_handler: handler,
+                    wq_context: context,
                     ..Default::default()
                 }));
                 addr_of_mut!((*slot).users).write(AtomicU32::new(0));
@@ -352,9 +358,10 @@ pub(super) unsafe extern "C" fn destroy_cb<T: Driver>(
     {
         // SAFETY: Live until the box is dropped below.
         let w = unsafe { &*this };
-        <T::Wq as WqOps<T>>::destroy(w);
-        // A frame that reached the WQ through a table finishes first.
+        // A frame that reached the WQ through a table finishes first; then
+        // the driver lets go of the WQ's number.
         w.wait_unused();
+        <T::Wq as WqOps<T>>::destroy(w);
     }
     // SAFETY: `create_cb` made `wq` from a `KBox<Wq<T>>` (its first
     // field), and the core gives it back once.

@@ -17,14 +17,14 @@
 //!   selections of the other IP version are ignored for that frame.
 //! - TCP ports from a TCP header and UDP ports from a UDP one, read behind
 //!   the IPv4 options or the fixed IPv6 header, and only from an
-//!   unfragmented datagram or its first fragment (as [`flow`] reads them).
+//!   unfragmented IPv4 datagram: every fragment of one hashes on its
+//!   addresses alone, so all land in the same WQ.
 //! - Nothing from a frame that is not untagged IPv4 or IPv6: its hash is
 //!   that of the empty input, 0, so it goes to entry 0.
 //!
 //! The key is zero-extended: input bits whose 32-bit window runs past the
 //! key's end see zero bits there. A 40-byte key covers every input.
 //!
-//! [`flow`]: super::flow
 
 use super::flow::{ETH_HDR_LEN, ETH_P_IP, ETH_P_IPV6, IPPROTO_TCP, TCP_HDR_LEN};
 use super::ip::{IPPROTO_UDP, IPV6_HDR_LEN, UDP_HDR_LEN};
@@ -152,12 +152,14 @@ impl Rss {
                 if vihl >> 4 != 4 || ihl < 20 || ip.len() < ihl {
                     return 0;
                 }
-                let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+                // More fragments or a fragment offset: a fragment, whose
+                // ports (if any) all its fragments do not share.
+                let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
                 (
                     &ip[12..16],
                     &ip[16..20],
                     ip[9],
-                    (frag_off == 0).then(|| &ip[ihl..]),
+                    (!fragment).then(|| &ip[ihl..]),
                     (fields::SRC_IPV4, fields::DST_IPV4),
                 )
             }
@@ -351,6 +353,11 @@ mod tests {
         // Fragment offset 1: no ports are read.
         f[ETH_HDR_LEN + 6] = 0;
         f[ETH_HDR_LEN + 7] = 1;
+        assert_eq!(all.hash(&f), ip_hash);
+        // Nor from the first fragment (more fragments, offset 0): every
+        // fragment of a datagram hashes the same.
+        f[ETH_HDR_LEN + 6] = 0x20;
+        f[ETH_HDR_LEN + 7] = 0;
         assert_eq!(all.hash(&f), ip_hash);
         // ARP, a VLAN tag, a bad version, truncations: hash 0, never a panic.
         assert_eq!(all.hash(&eth(0x0806)), 0);

@@ -15,7 +15,8 @@
 //! it: `qp::modify`), as a NIC's receive-side scaling object has none;
 //! whether a frame lands is the chosen WQ's state.
 //!
-//! Locks: a WQ's ring lock (bottom halves off), then a CQ's lock.
+//! Locks: a WQ's ring lock (bottom halves off), then a CQ's lock: a WQ's
+//! completions are pushed under its lock, so they keep its order.
 
 use crate::counters::Event;
 use crate::cq;
@@ -35,7 +36,7 @@ use crate::ring::Ring;
 use crate::sync::{new_spinlock_bh, SpinLockBh};
 use crate::uapi::{Cqe, CreateRssQpCmd, CreateWqResp, RecvWqe, RingInfo};
 use crate::wqe::{take_recv, RecvCopy};
-use kernel::alloc::flags::{GFP_ATOMIC, GFP_KERNEL};
+use kernel::alloc::flags::GFP_KERNEL;
 use kernel::alloc::KVec;
 use kernel::error::code::EINVAL;
 use kernel::prelude::*;
@@ -47,8 +48,6 @@ use kernel::types::ARef;
 pub(crate) struct RoxeWq {
     /// Index in the device's WQ table; the WQ number is [`WQN_BASE`] on.
     num: u32,
-    /// Slots in the ring.
-    slots: u32,
     #[pin]
     st: SpinLockBh<WqRing>,
 }
@@ -138,10 +137,8 @@ impl WqOps<Roxe> for RoxeWq {
             state: WqState::Reset,
             held: None,
         };
-        let slots = g.num_slots();
         let init = try_pin_init!(RoxeWq {
             num,
-            slots,
             st <- new_spinlock_bh!(st, "roxe_wq"),
         })
         .pin_chain(move |_| {
@@ -152,53 +149,40 @@ impl WqOps<Roxe> for RoxeWq {
     }
 
     fn modify(wq: &Wq<Roxe>, cur: Option<WqState>, to: WqState) -> Result {
-        let this = wq.data();
-        // Room for every WQE the ring and the held slot can have, taken
-        // before the lock: the flush gathers their ids under it.
-        let mut flushed: KVec<u64> = if to == WqState::Err {
-            KVec::with_capacity(this.slots as usize + 1, GFP_KERNEL)?
-        } else {
-            KVec::new()
-        };
-        {
-            let mut g = this.st.lock();
-            let st = &mut *g;
-            if cur.is_some_and(|c| c != st.state) || !st.state.may_move(to) {
-                return Err(EINVAL);
-            }
-            match to {
-                WqState::Err if st.state != WqState::Err => {
-                    // Every outstanding WQE completes flushed.
-                    let mut take = st.held.take();
-                    while flushed.len() < flushed.capacity() {
-                        let Some(r) = take
-                            .take()
-                            .or_else(|| take_recv(&st.ring, &mut st.consumer))
-                        else {
+        let mut g = wq.data().st.lock();
+        let st = &mut *g;
+        if cur.is_some_and(|c| c != st.state) || !st.state.may_move(to) {
+            return Err(EINVAL);
+        }
+        match to {
+            // Every outstanding WQE completes flushed, on each move to ERR
+            // (so receives posted while in ERR are flushed by the next),
+            // until the CQ takes no more.
+            WqState::Err => {
+                if let Some(c) = wq.cq() {
+                    while let Some(r) = st
+                        .held
+                        .take()
+                        .or_else(|| take_recv(&st.ring, &mut st.consumer))
+                    {
+                        let cqe = wq_cqe(wq, r.wr_id(), WcStatus::WrFlushErr, 0);
+                        if cq::push(c, cqe, false).is_err() {
                             break;
-                        };
-                        // Within the capacity: no allocation.
-                        flushed.push(r.wr_id(), GFP_ATOMIC)?;
+                        }
                     }
                 }
-                WqState::Reset => {
-                    // The outstanding WQEs are dropped, with no completions.
-                    st.held = None;
-                    let prod = st.ring.producer();
-                    if st.ring.geometry().used(prod, st.consumer).is_ok() {
-                        st.consumer = prod;
-                        st.ring.set_consumer(prod);
-                    }
-                }
-                _ => {}
             }
-            st.state = to;
-        }
-        if let Some(c) = wq.cq() {
-            for id in flushed.iter() {
-                let _ = cq::push(c, wq_cqe(wq, *id, WcStatus::WrFlushErr, 0), false);
+            WqState::Reset => {
+                // The outstanding WQEs are dropped, with no completions,
+                // whatever producer index user space wrote.
+                st.held = None;
+                let prod = st.ring.producer();
+                st.consumer = prod;
+                st.ring.set_consumer(prod);
             }
+            WqState::Rdy => {}
         }
+        st.state = to;
         Ok(())
     }
 
@@ -222,42 +206,53 @@ fn wq_cqe(wq: &Wq<Roxe>, wr_id: u64, status: WcStatus, byte_len: u32) -> Cqe {
 /// Puts `frame` in the next receive of `wq`, if it is RDY and has one.
 /// Returns whether the frame landed whole. A receive too small completes
 /// with `LOC_LEN_ERR`; one paged on demand and not mapped is kept for the
-/// next frame.
+/// next frame. A producer index user space cannot have written honestly
+/// moves the WQ to ERR and reports `IB_EVENT_WQ_FATAL`.
 fn land(wq: &Wq<Roxe>, frame: &[u8]) -> bool {
-    let cqe = {
-        let mut g = wq.data().st.lock();
-        let st = &mut *g;
-        if st.state != WqState::Rdy {
-            return false;
-        }
-        let r = match st.held.take() {
-            Some(r) => r,
-            None => match take_recv(&st.ring, &mut st.consumer) {
+    let mut g = wq.data().st.lock();
+    let st = &mut *g;
+    if st.state != WqState::Rdy {
+        return false;
+    }
+    let r = match st.held.take() {
+        Some(r) => r,
+        None => {
+            if st
+                .ring
+                .geometry()
+                .used(st.ring.producer(), st.consumer)
+                .is_err()
+            {
+                st.state = WqState::Err;
+                drop(g);
+                wq.report_fatal();
+                return false;
+            }
+            match take_recv(&st.ring, &mut st.consumer) {
                 Some(r) => r,
                 None => return false,
-            },
-        };
-        // CAST: a frame is at most the netdev's MTU and header.
-        let len = frame.len() as u32;
-        let status = if r.total() < u64::from(len) {
-            WcStatus::LocLenErr
-        } else {
-            match r.scatter(wq.device(), wq.pd_id(), 0, frame) {
-                Ok(()) => WcStatus::Success,
-                Err(ScatterError::NotPresent) => {
-                    st.held = Some(r);
-                    return false;
-                }
-                Err(ScatterError::Failed(s)) => s,
             }
-        };
-        wq_cqe(wq, r.wr_id(), status, len)
+        }
     };
-    let ok = cqe.status == WcStatus::Success as u32;
+    // CAST: a frame is at most the netdev's MTU and header.
+    let len = frame.len() as u32;
+    let status = if r.total() < u64::from(len) {
+        WcStatus::LocLenErr
+    } else {
+        match r.scatter(wq.device(), wq.pd_id(), 0, frame) {
+            Ok(()) => WcStatus::Success,
+            Err(ScatterError::NotPresent) => {
+                st.held = Some(r);
+                return false;
+            }
+            Err(ScatterError::Failed(s)) => s,
+        }
+    };
+    // Pushed under the WQ's lock: completions keep the WQ's order.
     if let Some(c) = wq.cq() {
-        let _ = cq::push(c, cqe, false);
+        let _ = cq::push(c, wq_cqe(wq, r.wr_id(), status, len), false);
     }
-    ok
+    status == WcStatus::Success
 }
 
 /// An indirection table's entries.

@@ -287,7 +287,9 @@ pub(crate) fn create(
     }
 
     let send_slot = qpx::send_slot_size(c.max_send_sge.max(1), c.max_inline_data).ok_or(EINVAL)?;
-    let sq: Ring<SendWqe> = new_ring(udata, c.max_send_wr, send_slot)?;
+    // An RSS QP's unused send ring is the kernel's: user space cannot map
+    // it and write to it.
+    let sq: Ring<SendWqe> = new_ring(if rss_qp { None } else { udata }, c.max_send_wr, send_slot)?;
     let rq: Option<Ring<RecvWqe>> = if no_rq {
         None
     } else {
