@@ -6,8 +6,8 @@
 
 use core::mem::{offset_of, size_of};
 use roxe_uapi::{
-    Cqe, CreateCqResp, CreateQpResp, CreateSrqResp, ModifySrqCmd, RecvWqe, RingHeader, RingInfo,
-    SendWqe, Sge,
+    Cqe, CreateCqResp, CreateQpResp, CreateRssQpCmd, CreateSrqResp, ModifySrqCmd, RecvWqe,
+    RingHeader, RingInfo, SendWqe, Sge,
 };
 
 fn get<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
@@ -157,6 +157,25 @@ pub fn send_wqe(w: &SendWqe) -> Vec<u8> {
     b
 }
 
+/// The bytes of an RSS QP's driver input (`CreateRssQpCmd`).
+pub fn create_rss_qp_cmd(c: &CreateRssQpCmd) -> Vec<u8> {
+    let mut b = vec![0u8; size_of::<CreateRssQpCmd>()];
+    put(
+        &mut b,
+        offset_of!(CreateRssQpCmd, hash_fields),
+        &c.hash_fields.to_ne_bytes(),
+    );
+    put(
+        &mut b,
+        offset_of!(CreateRssQpCmd, hash_function),
+        &[c.hash_function],
+    );
+    put(&mut b, offset_of!(CreateRssQpCmd, key_len), &[c.key_len]);
+    put(&mut b, offset_of!(CreateRssQpCmd, _reserved), &c._reserved);
+    put(&mut b, offset_of!(CreateRssQpCmd, key), &c.key);
+    b
+}
+
 /// The bytes of a scatter/gather element, as it follows a WQE's fixed part.
 pub fn sge(s: &Sge) -> Vec<u8> {
     let mut b = vec![0u8; size_of::<Sge>()];
@@ -256,6 +275,24 @@ mod tests {
             ring_info_addr: 0x1122_3344_5566_7788,
         });
         assert_eq!(c, 0x1122_3344_5566_7788u64.to_ne_bytes());
+    }
+
+    #[test]
+    fn rss_cmd_fields_go_to_their_offsets() {
+        let mut key = [0u8; roxe_uapi::RSS_KEY_MAX];
+        key[0] = 0x6d;
+        key[39] = 0xfa;
+        let b = create_rss_qp_cmd(&CreateRssQpCmd {
+            hash_fields: 0x8000_0003,
+            hash_function: 1,
+            key_len: 40,
+            _reserved: [0, 0, 0, 0, 0, 9],
+            key,
+        });
+        assert_eq!(b.len(), 56);
+        assert_eq!(u64_at(&b, 0), 0x8000_0003);
+        assert_eq!((b[8], b[9], b[15]), (1, 40, 9));
+        assert_eq!((b[16], b[55]), (0x6d, 0xfa));
     }
 
     #[test]

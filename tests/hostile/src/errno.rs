@@ -13,6 +13,7 @@ pub const EACCES: Errno = Errno(libc::EACCES);
 pub const EFAULT: Errno = Errno(libc::EFAULT);
 pub const EBUSY: Errno = Errno(libc::EBUSY);
 pub const EINVAL: Errno = Errno(libc::EINVAL);
+pub const ENOSPC: Errno = Errno(libc::ENOSPC);
 pub const EOPNOTSUPP: Errno = Errno(libc::EOPNOTSUPP);
 
 impl Errno {

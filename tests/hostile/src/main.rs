@@ -124,6 +124,11 @@ const SCENARIOS: &[Scenario] = &[
         run: scenario::memcg::run,
     },
     Scenario {
+        name: "rss",
+        about: "receive WQs, indirection tables and RSS QPs (extended commands): bad sizes, states, tables and hash configurations; objects in use; garbage in a WQ ring",
+        run: scenario::rss::run,
+    },
+    Scenario {
         name: "teardown",
         about: "closing the device file with every object live and the rings still mapped",
         run: scenario::teardown::run,

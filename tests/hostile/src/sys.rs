@@ -77,6 +77,67 @@ pub fn command(
     Ok(())
 }
 
+/// `IB_USER_VERBS_CMD_FLAG_EXTENDED`: the command word of an extended
+/// command.
+const FLAG_EXTENDED: u32 = 0x8000_0000;
+
+/// Sends one extended uverbs command (`struct ib_uverbs_cmd_hdr`, then
+/// `struct ib_uverbs_ex_cmd_hdr`, then the request, then the driver's
+/// input) with a single `write()`.
+///
+/// Extended commands count in 8-byte words, without the headers
+/// (`verify_hdr` in `uverbs_main.c`): `in_words` is `body`'s,
+/// `provider_in_words` is `driver_in`'s. With `resp`, its address is the
+/// header's `response`; the core writes its response in the first
+/// `core_out` bytes (`out_words`) and the driver right after them, in the
+/// rest (`provider_out_words`). Without `resp`, the response address and
+/// both counts are 0.
+pub fn command_ex(
+    fd: BorrowedFd<'_>,
+    cmd: u32,
+    body: &[u8],
+    driver_in: &[u8],
+    resp: Option<&mut [u8]>,
+    core_out: usize,
+) -> Result<(), Errno> {
+    let resp_len = resp.as_ref().map_or(0, |r| r.len());
+    assert!(
+        body.len().is_multiple_of(8)
+            && driver_in.len().is_multiple_of(8)
+            && resp_len.is_multiple_of(8)
+            && core_out.is_multiple_of(8)
+            && core_out <= resp_len,
+        "extended uverbs commands are counted in 8-byte words"
+    );
+    let words = |n: usize| u16::try_from(n / 8).expect("too long for a word count");
+    let total = 8 + 16 + body.len() + driver_in.len();
+    let mut buf = Vec::with_capacity(total);
+    buf.extend_from_slice(&(FLAG_EXTENDED | cmd).to_ne_bytes());
+    buf.extend_from_slice(&words(body.len()).to_ne_bytes());
+    buf.extend_from_slice(&words(core_out).to_ne_bytes());
+    // CAST: a user address as the ABI's u64 (0: no response). `r` is
+    // borrowed mutably from the caller for longer than this call.
+    let response = resp.map_or(0, |r| r.as_mut_ptr() as u64);
+    buf.extend_from_slice(&response.to_ne_bytes());
+    buf.extend_from_slice(&words(driver_in.len()).to_ne_bytes());
+    buf.extend_from_slice(&words(resp_len - core_out).to_ne_bytes());
+    buf.extend_from_slice(&0u32.to_ne_bytes()); // cmd_hdr_reserved
+    buf.extend_from_slice(body);
+    buf.extend_from_slice(driver_in);
+    // SAFETY: As in `command`: `buf` is `buf.len()` readable bytes; the
+    // kernel writes at most `out_words + provider_out_words` words, that is
+    // `resp.len()` bytes, at `response`, which we borrow mutably for this
+    // call, and keeps no address after it.
+    let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(last_errno());
+    }
+    if usize::try_from(n) != Ok(buf.len()) {
+        return Err(Errno(libc::EIO));
+    }
+    Ok(())
+}
+
 /// Takes ownership of a file descriptor number the kernel just handed us
 /// in a command response (the async event fd of `GET_CONTEXT`).
 pub fn adopt_fd(raw: u32) -> Result<OwnedFd, Errno> {

@@ -3,17 +3,23 @@
 //! `include/uapi/rdma/ib_user_verbs.h`, with roxe's driver data (the
 //! `roxe-uapi` structs) after the core response.
 //!
-//! Only the legacy commands (`struct ib_uverbs_cmd_hdr`) are used. For them
-//! the kernel (`ib_uverbs_write` in `uverbs_main.c`) counts `in_words` and
+//! Most are legacy commands (`struct ib_uverbs_cmd_hdr`). For them the
+//! kernel (`ib_uverbs_write` in `uverbs_main.c`) counts `in_words` and
 //! `out_words` in 4-byte words, `in_words` including the header. Of a
 //! command that takes driver data, what follows the core request struct is
 //! the driver's input, and the driver's response starts right after the
 //! core response struct at the `response` address.
+//!
+//! Receive WQs, their indirection tables and RSS QPs exist only as
+//! extended commands (`IB_USER_VERBS_CMD_FLAG_EXTENDED`, then `struct
+//! ib_uverbs_ex_cmd_hdr`). They count in 8-byte words, without the
+//! headers, and give the core and the driver separate word counts for
+//! input and for output ([`sys::command_ex`]).
 
 use crate::abi;
 use crate::errno::Errno;
 use crate::sys::{self, Mapping, Share};
-use roxe_uapi::{CreateCqResp, CreateQpResp, CreateSrqResp};
+use roxe_uapi::{CreateCqResp, CreateQpResp, CreateSrqResp, CreateWqResp};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
@@ -46,6 +52,17 @@ pub mod cmd {
     pub const DESTROY_SRQ: u32 = 35;
 }
 
+/// `enum ib_uverbs_write_cmds` of the extended commands (sent with
+/// `IB_USER_VERBS_CMD_FLAG_EXTENDED`).
+pub mod ex_cmd {
+    pub const CREATE_QP: u32 = 24;
+    pub const CREATE_WQ: u32 = 52;
+    pub const MODIFY_WQ: u32 = 53;
+    pub const DESTROY_WQ: u32 = 54;
+    pub const CREATE_RWQ_IND_TBL: u32 = 55;
+    pub const DESTROY_RWQ_IND_TBL: u32 = 56;
+}
+
 /// Core response sizes (`sizeof(struct ib_uverbs_*_resp)`): the driver's
 /// response starts at these offsets.
 const GET_CONTEXT_RESP: usize = 8;
@@ -66,6 +83,14 @@ const POST_SEND_RESP: usize = 4;
 const CREATE_SRQ_RESP: usize = 16;
 const QUERY_SRQ_RESP: usize = 16;
 const DESTROY_SRQ_RESP: usize = 4;
+/// `sizeof(struct ib_uverbs_ex_create_qp_resp)`.
+const EX_CREATE_QP_RESP: usize = 40;
+/// `sizeof(struct ib_uverbs_ex_create_wq_resp)`.
+const EX_CREATE_WQ_RESP: usize = 24;
+/// `sizeof(struct ib_uverbs_ex_destroy_wq_resp)`.
+const EX_DESTROY_WQ_RESP: usize = 16;
+/// `sizeof(struct ib_uverbs_ex_create_rwq_ind_table_resp)`.
+const EX_CREATE_RWQ_IND_TBL_RESP: usize = 16;
 /// `sizeof(struct ib_uverbs_send_wr)`.
 const UVERBS_SEND_WR: u32 = 56;
 /// `sizeof(struct ib_uverbs_async_event_desc)`.
@@ -79,6 +104,8 @@ pub enum QpType {
     Rc = 2,
     Uc = 3,
     Ud = 4,
+    /// `IB_QPT_RAW_PACKET` (needs `CAP_NET_RAW`).
+    RawPacket = 8,
 }
 
 /// `enum ib_qp_state`.
@@ -187,6 +214,46 @@ fn rd_u64(b: &[u8], off: usize) -> u64 {
     u64::from_ne_bytes(b[off..off + 8].try_into().expect("8 bytes"))
 }
 
+/// The fields `struct ib_uverbs_create_qp` and `struct
+/// ib_uverbs_ex_create_qp` share, after the legacy one's `response`.
+fn create_qp_body(a: &QpArgs) -> Vec<u8> {
+    Req::new()
+        .u64(a.user_handle)
+        .u32(a.pd)
+        .u32(a.send_cq)
+        .u32(a.recv_cq)
+        .u32(a.srq.unwrap_or(0))
+        .u32(a.max_send_wr)
+        .u32(a.max_recv_wr)
+        .u32(a.max_send_sge)
+        .u32(a.max_recv_sge)
+        .u32(a.max_inline_data)
+        .u8(0)
+        .u8(a.qp_type as u8)
+        .u8(u8::from(a.srq.is_some()))
+        .u8(0)
+        .done(48)
+}
+
+/// A QP from a `CREATE_QP` response: `struct ib_uverbs_create_qp_resp`
+/// first (also the start of the extended response), roxe's `CreateQpResp`
+/// at `driver`.
+fn qp_from_resp(resp: &[u8], driver: usize, user_handle: u64) -> Qp {
+    Qp {
+        handle: rd_u32(resp, 0),
+        qpn: rd_u32(resp, 4),
+        user_handle,
+        caps: QpCaps {
+            max_send_wr: rd_u32(resp, 8),
+            max_recv_wr: rd_u32(resp, 12),
+            max_send_sge: rd_u32(resp, 16),
+            max_recv_sge: rd_u32(resp, 20),
+            max_inline_data: rd_u32(resp, 24),
+        },
+        rings: abi::create_qp_resp(&resp[driver..]),
+    }
+}
+
 /// Device limits from `QUERY_DEVICE`.
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceCaps {
@@ -291,6 +358,83 @@ pub struct SrqAttr {
     pub srq_limit: u32,
 }
 
+/// `IB_UVERBS_CREATE_QP_MASK_IND_TABLE`: the extended `CREATE_QP` names
+/// an indirection table.
+pub const CREATE_QP_MASK_IND_TABLE: u32 = 1;
+
+/// What the extended `CREATE_QP` asks for beyond the legacy command.
+#[derive(Clone, Debug)]
+pub struct QpExArgs {
+    pub base: QpArgs,
+    pub comp_mask: u32,
+    pub create_flags: u32,
+    /// `rwq_ind_tbl_handle`.
+    pub ind_table: u32,
+    pub source_qpn: u32,
+}
+
+/// `enum ib_wq_type`.
+pub mod wq_type {
+    /// `IB_WQT_RQ`, the only type.
+    pub const RQ: u32 = 0;
+}
+
+/// `enum ib_wq_state`.
+pub mod wq_state {
+    pub const RESET: u32 = 0;
+    pub const RDY: u32 = 1;
+    pub const ERR: u32 = 2;
+}
+
+/// `enum ib_wq_attr_mask`.
+pub mod wq_mask {
+    pub const STATE: u32 = 1 << 0;
+    pub const CUR_STATE: u32 = 1 << 1;
+    pub const FLAGS: u32 = 1 << 2;
+}
+
+/// What `EX_CREATE_WQ` asks for (`struct ib_uverbs_ex_create_wq`).
+#[derive(Clone, Debug)]
+pub struct WqArgs {
+    pub wq_type: u32,
+    pub pd: u32,
+    pub cq: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub create_flags: u32,
+    pub user_handle: u64,
+    /// Bytes of driver input (whole 8-byte words).
+    pub driver_in: Vec<u8>,
+}
+
+/// A receive work queue as `EX_CREATE_WQ` returned it.
+#[derive(Clone, Copy, Debug)]
+pub struct Wq {
+    pub handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    /// The WQ number: the `qp_num` of its completions.
+    pub wqn: u32,
+    pub ring: CreateWqResp,
+}
+
+/// An `EX_MODIFY_WQ` request (`struct ib_uverbs_ex_modify_wq`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WqModify {
+    pub attr_mask: u32,
+    pub wq_state: u32,
+    pub curr_wq_state: u32,
+    pub flags: u32,
+    pub flags_mask: u32,
+}
+
+/// A receive WQ indirection table as `EX_CREATE_RWQ_IND_TBL` returned it.
+#[derive(Clone, Copy, Debug)]
+pub struct IndTable {
+    pub handle: u32,
+    pub num: u32,
+}
+
 /// The primary path (`struct ib_uverbs_qp_dest`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Dest {
@@ -364,6 +508,20 @@ impl Verbs {
     /// Sends a raw command.
     pub fn exec(&self, command: u32, body: &[u8], resp: Option<&mut [u8]>) -> Result<(), Errno> {
         sys::command(self.fd.as_fd(), command, body, resp)
+    }
+
+    /// Sends a raw extended command: the core's request `body`, the
+    /// driver's input `driver_in`, and in `resp` the core's response (its
+    /// first `core_out` bytes) followed by the driver's.
+    pub fn exec_ex(
+        &self,
+        command: u32,
+        body: &[u8],
+        driver_in: &[u8],
+        resp: Option<&mut [u8]>,
+        core_out: usize,
+    ) -> Result<(), Errno> {
+        sys::command_ex(self.fd.as_fd(), command, body, driver_in, resp, core_out)
     }
 
     /// `GET_CONTEXT`, with `driver_in` as driver input.
@@ -606,38 +764,31 @@ impl Verbs {
 
     /// `CREATE_QP` (`sq_sig_all = 0`).
     pub fn create_qp(&self, a: &QpArgs) -> Result<Qp, Errno> {
-        let body = Req::new()
-            .u64(a.user_handle)
-            .u32(a.pd)
-            .u32(a.send_cq)
-            .u32(a.recv_cq)
-            .u32(a.srq.unwrap_or(0))
-            .u32(a.max_send_wr)
-            .u32(a.max_recv_wr)
-            .u32(a.max_send_sge)
-            .u32(a.max_recv_sge)
-            .u32(a.max_inline_data)
-            .u8(0)
-            .u8(a.qp_type as u8)
-            .u8(u8::from(a.srq.is_some()))
-            .u8(0)
-            .done(48);
-        let body = Req(body).bytes(&a.driver_in).0;
+        let body = Req(create_qp_body(a)).bytes(&a.driver_in).0;
         let mut resp = vec![0u8; CREATE_QP_RESP + size_of::<CreateQpResp>()];
         self.exec(cmd::CREATE_QP, &body, Some(&mut resp))?;
-        Ok(Qp {
-            handle: rd_u32(&resp, 0),
-            qpn: rd_u32(&resp, 4),
-            user_handle: a.user_handle,
-            caps: QpCaps {
-                max_send_wr: rd_u32(&resp, 8),
-                max_recv_wr: rd_u32(&resp, 12),
-                max_send_sge: rd_u32(&resp, 16),
-                max_recv_sge: rd_u32(&resp, 20),
-                max_inline_data: rd_u32(&resp, 24),
-            },
-            rings: abi::create_qp_resp(&resp[CREATE_QP_RESP..]),
-        })
+        Ok(qp_from_resp(&resp, CREATE_QP_RESP, a.user_handle))
+    }
+
+    /// The extended `CREATE_QP` (`struct ib_uverbs_ex_create_qp`), which
+    /// can name an indirection table; `a.base.driver_in` is the driver
+    /// input (whole 8-byte words).
+    pub fn create_qp_ex(&self, a: &QpExArgs) -> Result<Qp, Errno> {
+        let body = Req(create_qp_body(&a.base))
+            .u32(a.comp_mask)
+            .u32(a.create_flags)
+            .u32(a.ind_table)
+            .u32(a.source_qpn)
+            .done(64);
+        let mut resp = vec![0u8; EX_CREATE_QP_RESP + size_of::<CreateQpResp>()];
+        self.exec_ex(
+            ex_cmd::CREATE_QP,
+            &body,
+            &a.base.driver_in,
+            Some(&mut resp),
+            EX_CREATE_QP_RESP,
+        )?;
+        Ok(qp_from_resp(&resp, EX_CREATE_QP_RESP, a.base.user_handle))
     }
 
     /// `MODIFY_QP` (the legacy command carries no driver data).
@@ -779,6 +930,107 @@ impl Verbs {
             &Req::new().u32(srq).u32(0).done(8),
             Some(&mut resp),
         )
+    }
+
+    /// `EX_CREATE_WQ`, with `a.driver_in` as driver input (whole 8-byte
+    /// words); roxe answers with the ring's `RingInfo`.
+    pub fn create_wq(&self, a: &WqArgs) -> Result<Wq, Errno> {
+        let body = Req::new()
+            .u32(0) // comp_mask
+            .u32(a.wq_type)
+            .u64(a.user_handle)
+            .u32(a.pd)
+            .u32(a.cq)
+            .u32(a.max_wr)
+            .u32(a.max_sge)
+            .u32(a.create_flags)
+            .u32(0)
+            .done(40);
+        let mut resp = vec![0u8; EX_CREATE_WQ_RESP + size_of::<CreateWqResp>()];
+        self.exec_ex(
+            ex_cmd::CREATE_WQ,
+            &body,
+            &a.driver_in,
+            Some(&mut resp),
+            EX_CREATE_WQ_RESP,
+        )?;
+        Ok(Wq {
+            handle: rd_u32(&resp, 8),
+            max_wr: rd_u32(&resp, 12),
+            max_sge: rd_u32(&resp, 16),
+            wqn: rd_u32(&resp, 20),
+            ring: abi::ring_info(&resp[EX_CREATE_WQ_RESP..]),
+        })
+    }
+
+    /// `EX_MODIFY_WQ` (no response, no driver input).
+    pub fn modify_wq(&self, wq: u32, m: &WqModify) -> Result<(), Errno> {
+        let body = Req::new()
+            .u32(m.attr_mask)
+            .u32(wq)
+            .u32(m.wq_state)
+            .u32(m.curr_wq_state)
+            .u32(m.flags)
+            .u32(m.flags_mask)
+            .done(24);
+        self.exec_ex(ex_cmd::MODIFY_WQ, &body, &[], None, 0)
+    }
+
+    /// `EX_MODIFY_WQ` into `to`, naming no current state.
+    pub fn wq_state(&self, wq: u32, to: u32) -> Result<(), Errno> {
+        self.modify_wq(
+            wq,
+            &WqModify {
+                attr_mask: wq_mask::STATE,
+                wq_state: to,
+                ..WqModify::default()
+            },
+        )
+    }
+
+    /// `EX_DESTROY_WQ`.
+    pub fn destroy_wq(&self, wq: u32) -> Result<(), Errno> {
+        let body = Req::new().u32(0).u32(wq).done(8);
+        let mut resp = vec![0u8; EX_DESTROY_WQ_RESP];
+        self.exec_ex(
+            ex_cmd::DESTROY_WQ,
+            &body,
+            &[],
+            Some(&mut resp),
+            EX_DESTROY_WQ_RESP,
+        )
+    }
+
+    /// `EX_CREATE_RWQ_IND_TBL` of `2^log_size` entries, `wqs` (as many
+    /// handles as that; the list is padded with zeros to whole words).
+    pub fn create_ind_table(&self, log_size: u32, wqs: &[u32]) -> Result<IndTable, Errno> {
+        let mut body = Req::new().u32(0).u32(log_size);
+        for w in wqs {
+            body = body.u32(*w);
+        }
+        if wqs.len() % 2 == 1 {
+            body = body.u32(0);
+        }
+        let n = body.0.len();
+        let body = body.done(n);
+        let mut resp = vec![0u8; EX_CREATE_RWQ_IND_TBL_RESP];
+        self.exec_ex(
+            ex_cmd::CREATE_RWQ_IND_TBL,
+            &body,
+            &[],
+            Some(&mut resp),
+            EX_CREATE_RWQ_IND_TBL_RESP,
+        )?;
+        Ok(IndTable {
+            handle: rd_u32(&resp, 8),
+            num: rd_u32(&resp, 12),
+        })
+    }
+
+    /// `EX_DESTROY_RWQ_IND_TBL` (no response).
+    pub fn destroy_ind_table(&self, table: u32) -> Result<(), Errno> {
+        let body = Req::new().u32(0).u32(table).done(8);
+        self.exec_ex(ex_cmd::DESTROY_RWQ_IND_TBL, &body, &[], None, 0)
     }
 
     /// roxe's send doorbell: `POST_SEND` with `wr_count = 0`.

@@ -19,6 +19,7 @@ pub mod qp_fault;
 pub mod random_wqe;
 pub mod read_hog;
 pub mod rq_garbage;
+pub mod rss;
 pub mod sq_producer;
 pub mod srq_resize;
 pub mod teardown;

@@ -269,7 +269,13 @@ pub(crate) fn create(
         return Err(EINVAL);
     }
     let rss = match (table, udata) {
-        (Some(t), Some(u)) => Some(crate::wq::RssRx::new(t.data(), &u.read_input()?)?),
+        (Some(t), Some(u)) => {
+            // The hash configuration is required, not optional fields.
+            if u.inlen() < core::mem::size_of::<crate::uapi::CreateRssQpCmd>() {
+                return Err(EINVAL);
+            }
+            Some(crate::wq::RssRx::new(t.data(), &u.read_input()?)?)
+        }
         // Only user space has raw packet QPs.
         (Some(_), None) => return Err(EINVAL),
         (None, Some(u)) => {
