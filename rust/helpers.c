@@ -699,24 +699,50 @@ void roxe_kunmap_local(void *addr)
 
 /*
  * dma-buf memory regions. roxe reaches the memory with the CPU, so what it
- * needs from the exporter is a kernel mapping (dma_buf_vmap), held for as
- * long as the MR lives, over a buffer that cannot move meanwhile.
+ * needs from the exporter is a kernel mapping (dma_buf_vmap). Matching the
+ * attachment's kind to the exporter's keeps the dma-buf core from mapping
+ * the buffer for DMA at attach time: roxe's device does no DMA and never
+ * maps it. I/O memory is refused, since the data path copies with memcpy.
  *
- * A vmap alone does not hold a buffer in place for every exporter (TTM's
- * leaves it free to evict), so roxe first attaches and pins, as the RDMA
- * core's pinned import does: a dynamic exporter (one with a pin op) gets a
- * dynamic attachment and dma_buf_pin; any other gets a plain attachment,
- * which such exporters take as the pin (the GEM helpers pin the object in
- * their attach op). Matching the two kinds also keeps the dma-buf core from
- * mapping the buffer for DMA at attach time: roxe's device does no DMA and
- * never maps it. I/O memory is refused, since the data path copies with
- * memcpy.
+ * - An exporter that can move its buffers (one with a pin op: a "dynamic"
+ *   exporter) gets a dynamic attachment that is NOT pinned. When it moves
+ *   the buffer it calls roxe_dmabuf_move_notify() with the buffer's
+ *   reservation lock held: the mapping is taken away under the map's
+ *   spinlock (so no copy is using it) and unmapped. The data path then
+ *   finds no mapping, answers as for ODP memory not present (RNR NAK, or
+ *   waiting), and a work item maps the buffer again where it now is
+ *   (roxe_dmabuf_remap()).
+ * - Any other exporter gets a plain attachment, which such exporters take
+ *   as the pin (the GEM helpers pin the object in their attach op), and
+ *   the mapping lives as long as the MR.
  */
 MODULE_IMPORT_NS(DMA_BUF);
 
+struct roxe_dmabuf_map {
+	struct dma_buf *buf;
+	struct dma_buf_attachment *attach;
+	/* Guards vaddr; the data path copies with it held. */
+	spinlock_t lock;
+	/* The kernel mapping; NULL after a move until it is made again. */
+	void *vaddr;
+};
+
 static void roxe_dmabuf_move_notify(struct dma_buf_attachment *attach)
 {
-	/* Only a pinned attachment is made, and a pinned buffer does not move. */
+	struct roxe_dmabuf_map *m = attach->importer_priv;
+	struct iosys_map map;
+	unsigned long flags;
+	void *va;
+
+	dma_resv_assert_held(m->buf->resv);
+	spin_lock_irqsave(&m->lock, flags);
+	va = m->vaddr;
+	m->vaddr = NULL;
+	spin_unlock_irqrestore(&m->lock, flags);
+	if (va) {
+		iosys_map_set_vaddr(&map, va);
+		dma_buf_vunmap(m->buf, &map);
+	}
 }
 
 static const struct dma_buf_attach_ops roxe_dmabuf_attach_ops = {
@@ -748,51 +774,111 @@ bool roxe_dmabuf_writable(const struct dma_buf *buf)
 	return buf->file && (buf->file->f_mode & FMODE_WRITE);
 }
 
-int roxe_dmabuf_pin_map(struct dma_buf *buf, struct ib_device *ibdev,
-			struct dma_buf_attachment **attach, void **vaddr)
+/* Maps the buffer into the kernel; the reservation lock is held. */
+static int roxe_dmabuf_vmap_locked(struct roxe_dmabuf_map *m)
 {
-	bool dynamic = dma_buf_is_dynamic(buf);
-	struct dma_buf_attachment *a;
 	struct iosys_map map;
+	unsigned long flags;
 	int err;
 
-	a = dma_buf_dynamic_attach(buf, &ibdev->dev, dynamic ? &roxe_dmabuf_attach_ops : NULL,
-				   NULL);
-	if (IS_ERR(a))
-		return PTR_ERR(a);
-	dma_resv_lock(buf->resv, NULL);
-	err = dynamic ? dma_buf_pin(a) : 0;
+	dma_resv_assert_held(m->buf->resv);
+	if (m->vaddr)
+		return 0;
+	err = dma_buf_vmap(m->buf, &map);
 	if (err)
-		goto unlock;
-	err = dma_buf_vmap(buf, &map);
-	if (!err && (map.is_iomem || !map.vaddr || !PAGE_ALIGNED(map.vaddr))) {
-		dma_buf_vunmap(buf, &map);
-		err = -EOPNOTSUPP;
-	}
-	if (err && dynamic)
-		dma_buf_unpin(a);
-unlock:
-	dma_resv_unlock(buf->resv);
-	if (err) {
-		dma_buf_detach(buf, a);
 		return err;
+	if (map.is_iomem || !map.vaddr || !PAGE_ALIGNED(map.vaddr)) {
+		dma_buf_vunmap(m->buf, &map);
+		return -EOPNOTSUPP;
 	}
-	*attach = a;
-	*vaddr = map.vaddr;
+	spin_lock_irqsave(&m->lock, flags);
+	m->vaddr = map.vaddr;
+	spin_unlock_irqrestore(&m->lock, flags);
 	return 0;
 }
 
-void roxe_dmabuf_unmap_unpin(struct dma_buf *buf, struct dma_buf_attachment *attach,
-			     void *vaddr)
+/*
+ * Attaches to buf (whose reference the map takes over on success) for
+ * ibdev and maps it. Returns the map or an ERR_PTR; on error the caller
+ * keeps its reference.
+ */
+struct roxe_dmabuf_map *roxe_dmabuf_import(struct dma_buf *buf, struct ib_device *ibdev)
 {
-	struct iosys_map map = IOSYS_MAP_INIT_VADDR(vaddr);
+	bool dynamic = dma_buf_is_dynamic(buf);
+	struct roxe_dmabuf_map *m;
+	struct dma_buf_attachment *a;
+	int err;
 
+	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
+	if (!m)
+		return ERR_PTR(-ENOMEM);
+	spin_lock_init(&m->lock);
+	m->buf = buf;
+	a = dma_buf_dynamic_attach(buf, &ibdev->dev, dynamic ? &roxe_dmabuf_attach_ops : NULL,
+				   dynamic ? m : NULL);
+	if (IS_ERR(a)) {
+		kfree(m);
+		return ERR_CAST(a);
+	}
+	m->attach = a;
 	dma_resv_lock(buf->resv, NULL);
-	dma_buf_vunmap(buf, &map);
-	if (dma_buf_attachment_is_dynamic(attach))
-		dma_buf_unpin(attach);
+	err = roxe_dmabuf_vmap_locked(m);
 	dma_resv_unlock(buf->resv);
-	dma_buf_detach(buf, attach);
+	if (err) {
+		dma_buf_detach(buf, a);
+		kfree(m);
+		return ERR_PTR(err);
+	}
+	return m;
+}
+
+/* Maps the buffer again after a move. Sleeps. */
+int roxe_dmabuf_remap(struct roxe_dmabuf_map *m)
+{
+	int err;
+
+	dma_resv_lock(m->buf->resv, NULL);
+	err = roxe_dmabuf_vmap_locked(m);
+	dma_resv_unlock(m->buf->resv);
+	return err;
+}
+
+/*
+ * Takes the map's lock and returns the mapping (NULL if the buffer moved
+ * and is not mapped again yet). roxe_dmabuf_unlock() releases it.
+ */
+void *roxe_dmabuf_lock(struct roxe_dmabuf_map *m, unsigned long *flags)
+{
+	spin_lock_irqsave(&m->lock, *flags);
+	return m->vaddr;
+}
+
+void roxe_dmabuf_unlock(struct roxe_dmabuf_map *m, unsigned long flags)
+{
+	spin_unlock_irqrestore(&m->lock, flags);
+}
+
+/* Unmaps, detaches, drops the buffer's reference and frees the map. */
+void roxe_dmabuf_release(struct roxe_dmabuf_map *m)
+{
+	struct iosys_map map;
+	unsigned long flags;
+	void *va;
+
+	dma_resv_lock(m->buf->resv, NULL);
+	spin_lock_irqsave(&m->lock, flags);
+	va = m->vaddr;
+	m->vaddr = NULL;
+	spin_unlock_irqrestore(&m->lock, flags);
+	if (va) {
+		iosys_map_set_vaddr(&map, va);
+		dma_buf_vunmap(m->buf, &map);
+	}
+	dma_resv_unlock(m->buf->resv);
+	/* After the detach, no move_notify can come for this map. */
+	dma_buf_detach(m->buf, m->attach);
+	dma_buf_put(m->buf);
+	kfree(m);
 }
 
 /*

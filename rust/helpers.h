@@ -100,10 +100,12 @@ struct dma_buf *roxe_dmabuf_get(int fd);
 void roxe_dmabuf_put(struct dma_buf *buf);
 size_t roxe_dmabuf_size(const struct dma_buf *buf);
 bool roxe_dmabuf_writable(const struct dma_buf *buf);
-int roxe_dmabuf_pin_map(struct dma_buf *buf, struct ib_device *ibdev,
-			struct dma_buf_attachment **attach, void **vaddr);
-void roxe_dmabuf_unmap_unpin(struct dma_buf *buf, struct dma_buf_attachment *attach,
-			     void *vaddr);
+struct roxe_dmabuf_map;
+struct roxe_dmabuf_map *roxe_dmabuf_import(struct dma_buf *buf, struct ib_device *ibdev);
+int roxe_dmabuf_remap(struct roxe_dmabuf_map *m);
+void *roxe_dmabuf_lock(struct roxe_dmabuf_map *m, unsigned long *flags);
+void roxe_dmabuf_unlock(struct roxe_dmabuf_map *m, unsigned long flags);
+void roxe_dmabuf_release(struct roxe_dmabuf_map *m);
 
 /* On-demand paging (rust/rdma/odp.rs). */
 struct ib_umem_odp *roxe_odp_from_notifier(struct mmu_interval_notifier *mni);

@@ -6,8 +6,8 @@
 
 use super::device::{Device, Driver};
 use crate::bindings;
-use core::ffi::c_void;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVec};
 use kernel::error::{code::*, Error, Result};
 
@@ -119,8 +119,8 @@ enum Mem {
         pages: KVec<PinnedPage>,
         offset: usize,
     },
-    /// A pinned, mapped dma-buf; the registration starts `offset` bytes
-    /// into it.
+    /// A mapped dma-buf (pinned, or remapped after each move); the
+    /// registration starts `offset` bytes into it.
     DmaBuf { buf: DmaBuf, offset: usize },
 }
 
@@ -180,6 +180,14 @@ impl PinnedRange {
         self.len
     }
 
+    /// The dma-buf this range is in, if it is one.
+    pub(crate) fn dmabuf(&self) -> Option<&DmaBuf> {
+        match &self.mem {
+            Mem::DmaBuf { buf, .. } => Some(buf),
+            Mem::User { .. } => None,
+        }
+    }
+
     /// Whether the memory may be written: pages pinned for writing
     /// ([`Umem::writable`]), or a dma-buf whose file was opened for writing.
     pub(crate) fn writable(&self) -> bool {
@@ -223,14 +231,13 @@ impl PinnedRange {
         Ok(())
     }
 
-    /// Copies `src` into the registration at byte `off`.
+    /// Copies `src` into the registration at byte `off`. `EAGAIN`: a
+    /// dma-buf that moved and is not mapped again yet.
     pub(crate) fn write(&self, off: usize, src: &[u8]) -> Result {
         let pos = self.place(off, src.len())?;
         let pages = match &self.mem {
-            Mem::DmaBuf { buf, .. } => {
-                buf.write(pos, src);
-                return Ok(());
-            }
+            // A moved buffer not mapped again yet: `EAGAIN`.
+            Mem::DmaBuf { buf, .. } => return buf.write(pos, src).map_err(|Unmapped| EAGAIN),
             Mem::User { pages, .. } => pages,
         };
         Self::pieces(pages, pos, src.len(), |page, in_page, chunk, done| {
@@ -247,14 +254,12 @@ impl PinnedRange {
         })
     }
 
-    /// Copies bytes from the registration at `off` into `dst`.
+    /// Copies bytes from the registration at `off` into `dst`. `EAGAIN`
+    /// as for [`Self::write`].
     pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> Result {
         let pos = self.place(off, dst.len())?;
         let pages = match &self.mem {
-            Mem::DmaBuf { buf, .. } => {
-                buf.read(pos, dst);
-                return Ok(());
-            }
+            Mem::DmaBuf { buf, .. } => return buf.read(pos, dst).map_err(|Unmapped| EAGAIN),
             Mem::User { pages, .. } => pages,
         };
         let out = dst.as_mut_ptr();
@@ -270,40 +275,51 @@ impl PinnedRange {
     }
 }
 
-/// A dma-buf, taken from its file descriptor, attached and pinned for the
-/// device, and mapped into the kernel with `dma_buf_vmap`; unmapped,
-/// unpinned, detached and put on drop.
+/// A dma-buf, taken from its file descriptor, attached for the device and
+/// mapped into the kernel with `dma_buf_vmap`; unmapped, detached and put
+/// on drop.
 ///
-/// The pin holds the buffer where it is until the drop, whatever the
-/// exporter (the RDMA core's pinned import does the same for hardware); the
-/// mapping is the exporter's own, with the memory type it chose (vgem's is
-/// write-combined), so the data path copies through it rather than through
-/// other aliases of its pages. I/O memory is refused.
+/// An exporter that can move its buffers gets an unpinned attachment: when
+/// it moves the buffer, the mapping goes (the C side's `move_notify`), and
+/// [`DmaBuf::read`] and [`DmaBuf::write`] answer [`Unmapped`] until
+/// [`DmaBuf::remap`] maps it again where it now is. Any other exporter
+/// pins the buffer at attach (the GEM helpers do) and the mapping lives as
+/// long as this value. The mapping is the exporter's own, with the memory
+/// type it chose (vgem's is write-combined), so the data path copies
+/// through it rather than through other aliases of its pages. I/O memory
+/// is refused.
 ///
 /// # Invariants
 ///
-/// `raw` is a dma-buf this value holds a reference to; `attach` is an
-/// attachment of it this value made and pinned; `vaddr` is the kernel
-/// address of the buffer's whole size, from a `dma_buf_vmap` this value
-/// releases.
+/// `map` is a `roxe_dmabuf_map` this value owns (from
+/// `roxe_dmabuf_import`, released on drop), over a buffer of `size`
+/// bytes; copies through its mapping happen only with its lock held.
 pub(crate) struct DmaBuf {
-    raw: NonNull<bindings::dma_buf>,
-    attach: NonNull<bindings::dma_buf_attachment>,
-    vaddr: NonNull<u8>,
+    map: NonNull<bindings::roxe_dmabuf_map>,
     size: usize,
+    writable: bool,
+    /// A remap is queued or running.
+    remapping: AtomicBool,
+    /// A remap failed: the buffer cannot be reached any more.
+    broken: AtomicBool,
 }
 
-// SAFETY: The buffer, its attachment and its mapping may be used and
-// released from any thread; nothing here changes after creation.
+/// The buffer moved and is not mapped again yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Unmapped;
+
+// SAFETY: The map may be used and released from any thread; its mapping
+// is reached only under its lock.
 unsafe impl Send for DmaBuf {}
-// SAFETY: As above; copies go through raw pointers.
+// SAFETY: As above; copies go through raw pointers, under the map's lock.
 unsafe impl Sync for DmaBuf {}
 
 impl DmaBuf {
     /// Takes the dma-buf behind the caller's file descriptor `fd`, and
-    /// pins and maps it for `dev` if at least `need` bytes long: `EBADF`
-    /// if `fd` is not open, `EINVAL` if it is not a dma-buf or is shorter,
-    /// `EOPNOTSUPP` if the exporter gives no kernel mapping of memory.
+    /// attaches and maps it for `dev` if at least `need` bytes long:
+    /// `EBADF` if `fd` is not open, `EINVAL` if it is not a dma-buf or is
+    /// shorter, `EOPNOTSUPP` if the exporter gives no kernel mapping of
+    /// memory.
     pub(crate) fn map<T: Driver>(dev: &Device<T>, fd: i32, need: u64) -> Result<Self> {
         // SAFETY: `dma_buf_get` looks `fd` up in the calling process and
         // returns a counted buffer or an `ERR_PTR`.
@@ -314,37 +330,45 @@ impl DmaBuf {
             return Err(Error::from_errno(v as i32));
         }
         let raw = NonNull::new(raw).ok_or(EINVAL)?;
-        // SAFETY: `raw` is a counted buffer; its size is fixed at export.
-        let size = unsafe { bindings::roxe_dmabuf_size(raw.as_ptr()) };
-        // Checked before pinning: nothing of a buffer too short is touched.
+        // SAFETY: `raw` is a counted buffer; its size is fixed at export,
+        // and so is its file.
+        let (size, writable) = unsafe {
+            (
+                bindings::roxe_dmabuf_size(raw.as_ptr()),
+                bindings::roxe_dmabuf_writable(raw.as_ptr()),
+            )
+        };
+        // Checked before attaching: nothing of a buffer too short is touched.
         if u64::try_from(size).map_or(true, |s| s < need) {
             // SAFETY: The reference taken above, given back once.
             unsafe { bindings::roxe_dmabuf_put(raw.as_ptr()) };
             return Err(EINVAL);
         }
-        let mut attach: *mut bindings::dma_buf_attachment = core::ptr::null_mut();
-        let mut vaddr: *mut c_void = core::ptr::null_mut();
-        // SAFETY: `raw` is a counted buffer and `dev` a live device; the
-        // helper writes `attach` and `vaddr` only when it returns 0, and
-        // undoes everything it did otherwise.
-        let err = unsafe {
-            bindings::roxe_dmabuf_pin_map(raw.as_ptr(), dev.as_raw(), &mut attach, &mut vaddr)
+        // SAFETY: `raw` is a counted buffer and `dev` a live device. On
+        // success the map owns the reference; on error the helper undid
+        // everything else and the reference is still ours.
+        let map = unsafe { bindings::roxe_dmabuf_import(raw.as_ptr(), dev.as_raw()) };
+        let v = map as isize;
+        let map = match NonNull::new(map) {
+            Some(m) if !(-4095..0).contains(&v) => m,
+            _ => {
+                // SAFETY: The reference taken above, given back once.
+                unsafe { bindings::roxe_dmabuf_put(raw.as_ptr()) };
+                // CAST: an errno, or NULL (never returned).
+                return Err(if v < 0 {
+                    Error::from_errno(v as i32)
+                } else {
+                    EINVAL
+                });
+            }
         };
-        let (Some(attach), Some(vaddr)) = (NonNull::new(attach), NonNull::new(vaddr.cast())) else {
-            // SAFETY: The reference taken above, given back once.
-            unsafe { bindings::roxe_dmabuf_put(raw.as_ptr()) };
-            return Err(if err != 0 {
-                Error::from_errno(err)
-            } else {
-                EINVAL
-            });
-        };
-        // INVARIANT: counted, attached, pinned and mapped, as above.
+        // INVARIANT: the map is ours, over `size` bytes.
         Ok(Self {
-            raw,
-            attach,
-            vaddr,
+            map,
             size,
+            writable,
+            remapping: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
         })
     }
 
@@ -356,49 +380,91 @@ impl DmaBuf {
     /// Whether the file it was taken from was opened for writing. A
     /// buffer exported read-only must not be written through RDMA.
     pub(crate) fn writable(&self) -> bool {
-        // SAFETY: The buffer is live; its file lives as long as it does.
-        unsafe { bindings::roxe_dmabuf_writable(self.raw.as_ptr()) }
+        self.writable
+    }
+
+    /// Runs `f` on the mapping's address with the map's lock held, or
+    /// answers [`Unmapped`] if the buffer moved and is not mapped again.
+    fn with_mapping(&self, f: impl FnOnce(*mut u8)) -> core::result::Result<(), Unmapped> {
+        let mut flags = 0;
+        // SAFETY: The map is ours and live; the lock is released below.
+        let va = unsafe { bindings::roxe_dmabuf_lock(self.map.as_ptr(), &mut flags) };
+        let r = if va.is_null() {
+            Err(Unmapped)
+        } else {
+            f(va.cast());
+            Ok(())
+        };
+        // SAFETY: Taken just above with these flags.
+        unsafe { bindings::roxe_dmabuf_unlock(self.map.as_ptr(), flags) };
+        r
+    }
+
+    /// Whether the buffer is mapped now (it may move right after).
+    pub(crate) fn mapped(&self) -> bool {
+        self.with_mapping(|_| ()).is_ok()
     }
 
     /// Copies `src` to byte `pos` of the buffer; `pos + src.len()` is at
     /// most the size ([`PinnedRange`]'s invariant and `place`).
-    fn write(&self, pos: usize, src: &[u8]) {
+    fn write(&self, pos: usize, src: &[u8]) -> core::result::Result<(), Unmapped> {
         debug_assert!(pos + src.len() <= self.size);
-        // SAFETY: The mapping covers the whole size while `self` lives, and
-        // the range is within it. The exporter's other users may touch the
-        // bytes at the same time, as with any RDMA write: they are copied
-        // through raw pointers, never references to them.
-        unsafe {
-            core::ptr::copy_nonoverlapping(src.as_ptr(), self.vaddr.as_ptr().add(pos), src.len())
-        };
+        self.with_mapping(|va| {
+            // SAFETY: The mapping covers the whole size while the lock is
+            // held (a move takes it away under the lock), and the range is
+            // within it. The exporter's other users may touch the bytes at
+            // the same time, as with any RDMA write: they are copied
+            // through raw pointers, never references to them.
+            unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), va.add(pos), src.len()) }
+        })
     }
 
     /// Copies from byte `pos` of the buffer into `dst`, within the size.
-    fn read(&self, pos: usize, dst: &mut [u8]) {
+    fn read(&self, pos: usize, dst: &mut [u8]) -> core::result::Result<(), Unmapped> {
         debug_assert!(pos + dst.len() <= self.size);
-        // SAFETY: As in `write`, in the other direction.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                self.vaddr.as_ptr().add(pos),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
+        self.with_mapping(|va| {
+            // SAFETY: As in `write`, in the other direction.
+            unsafe { core::ptr::copy_nonoverlapping(va.add(pos), dst.as_mut_ptr(), dst.len()) }
+        })
+    }
+
+    /// Claims the right to queue a remap: false if one is queued or
+    /// running, or the buffer is broken. [`DmaBuf::remap`] gives it back.
+    pub(crate) fn start_remap(&self) -> bool {
+        !self.broken.load(Ordering::Acquire) && !self.remapping.swap(true, Ordering::AcqRel)
+    }
+
+    /// Gives back the claim [`DmaBuf::start_remap`] took, without a remap
+    /// (it could not be queued).
+    pub(crate) fn remap_cancelled(&self) {
+        self.remapping.store(false, Ordering::Release);
+    }
+
+    /// Whether a remap failed: the memory cannot be reached any more.
+    pub(crate) fn broken(&self) -> bool {
+        self.broken.load(Ordering::Acquire)
+    }
+
+    /// Maps the buffer again where the exporter moved it, if it is not
+    /// mapped. Sleeps (takes the buffer's reservation lock). A failure
+    /// marks the buffer broken: every later access is refused.
+    pub(crate) fn remap(&self) -> Result {
+        // SAFETY: The map is ours and live; process context.
+        let err = unsafe { bindings::roxe_dmabuf_remap(self.map.as_ptr()) };
+        let r = if err == 0 {
+            Ok(())
+        } else {
+            self.broken.store(true, Ordering::Release);
+            Err(Error::from_errno(err))
         };
+        self.remapping.store(false, Ordering::Release);
+        r
     }
 }
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant: the mapping, the pin and the
-        // attachment are this value's, released once, in that order, and
-        // then the reference.
-        unsafe {
-            bindings::roxe_dmabuf_unmap_unpin(
-                self.raw.as_ptr(),
-                self.attach.as_ptr(),
-                self.vaddr.as_ptr().cast(),
-            );
-            bindings::roxe_dmabuf_put(self.raw.as_ptr());
-        }
+        // SAFETY: By the type invariant the map is ours; released once.
+        unsafe { bindings::roxe_dmabuf_release(self.map.as_ptr()) };
     }
 }

@@ -19,7 +19,7 @@ use crate::rdma::odp::{self, Miss};
 use crate::rdma::umem::PinnedRange;
 use crate::table::Table;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use kernel::error::code::{EINVAL, ENOENT, EPERM};
+use kernel::error::code::{EAGAIN, EINVAL, ENOENT, EPERM};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -39,8 +39,13 @@ pub(crate) enum Backing {
 }
 
 /// Queues a fault of `len` bytes at offset `off` of `mr`, an ODP MR whose
-/// access just missed, unless one of it is queued already. Any context.
+/// access just missed, unless one of it is queued already; or, for a
+/// dma-buf MR whose buffer moved, a remap of the buffer. Any context.
 fn request_fault(mr: &Arc<MrData>, off: usize, len: usize, write: bool) {
+    if let Backing::User(r) = &mr.backing {
+        request_remap(mr, r);
+        return;
+    }
     let Backing::Odp(o) = &mr.backing else {
         return;
     };
@@ -56,6 +61,39 @@ fn request_fault(mr: &Arc<MrData>, off: usize, len: usize, write: bool) {
     if queued.is_err() {
         // Memory is short: the next miss tries again.
         o.cancel_fault();
+    }
+}
+
+/// Queues a remap of the dma-buf under `r`, a range of `mr`, unless one is
+/// queued already or the buffer is broken.
+fn request_remap(mr: &Arc<MrData>, r: &PinnedRange) {
+    let Some(b) = r.dmabuf() else {
+        return;
+    };
+    if !b.start_remap() {
+        return;
+    }
+    let held = mr.clone();
+    let queued = odp::spawn(move || {
+        if let Some(b) = held.dmabuf() {
+            // A failure marks the buffer broken: later accesses are refused.
+            let _ = b.remap();
+        }
+    });
+    if queued.is_err() {
+        // Memory is short: give the claim back; the next miss tries again.
+        b.remap_cancelled();
+    }
+}
+
+/// The key error for an access to pinned memory or a dma-buf `r` that
+/// failed with `e`: a dma-buf that moved and is not mapped again yet is
+/// absent (a remap is asked for), unless mapping it failed for good.
+fn range_miss(r: &PinnedRange, e: Error, off: usize, len: usize, write: bool) -> KeyError {
+    match r.dmabuf() {
+        Some(b) if e == EAGAIN && b.broken() => KeyError::Access,
+        Some(_) if e == EAGAIN => KeyError::Absent { off, len, write },
+        _ => KeyError::Bounds,
     }
 }
 
@@ -83,6 +121,14 @@ pub(crate) fn odp_mr(keys: &KeyTable, lkey: u32, pd: usize) -> Result<Arc<MrData
 }
 
 impl MrData {
+    /// The dma-buf of a dma-buf MR.
+    pub(crate) fn dmabuf(&self) -> Option<&crate::rdma::umem::DmaBuf> {
+        match &self.backing {
+            Backing::User(r) => r.dmabuf(),
+            _ => None,
+        }
+    }
+
     /// Faults in (`fault`) or maps what is present of (`!fault`) `len`
     /// bytes at `va` of this ODP MR, for writing too if `write`:
     /// `ibv_advise_mr`. Sleeps. `EPERM` for a write to read-only memory,
@@ -280,7 +326,9 @@ impl MrData {
     /// [`check`]: MrData::check
     pub(crate) fn write(&self, off: usize, src: &[u8]) -> core::result::Result<(), KeyError> {
         match &self.backing {
-            Backing::User(r) => r.write(off, src).map_err(|_| KeyError::Bounds),
+            Backing::User(r) => r
+                .write(off, src)
+                .map_err(|e| range_miss(r, e, off, src.len(), true)),
             Backing::Dma => KernelMemory::write(off as u64, src).map_err(|_| KeyError::Bounds),
             Backing::Fast(f) => f.each(off, src.len(), |a, r| KernelMemory::write(a, &src[r])),
             Backing::Odp(o) => o
@@ -296,6 +344,10 @@ impl MrData {
     pub(crate) fn probe(&self, off: usize, len: usize) -> core::result::Result<(), KeyError> {
         match &self.backing {
             Backing::Odp(o) => o.present(off, len).map_err(|m| miss(o, m, off, len, false)),
+            Backing::User(r) => match r.dmabuf() {
+                Some(b) if !b.mapped() => Err(range_miss(r, EAGAIN, off, len, false)),
+                _ => Ok(()),
+            },
             _ => Ok(()),
         }
     }
@@ -303,7 +355,11 @@ impl MrData {
     /// Copies bytes at offset `off` of the MR into `dst`.
     pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> core::result::Result<(), KeyError> {
         match &self.backing {
-            Backing::User(r) => r.read(off, dst).map_err(|_| KeyError::Bounds),
+            Backing::User(r) => {
+                let len = dst.len();
+                r.read(off, dst)
+                    .map_err(|e| range_miss(r, e, off, len, false))
+            }
             Backing::Dma => KernelMemory::read(off as u64, dst).map_err(|_| KeyError::Bounds),
             Backing::Fast(f) => f.each(off, dst.len(), |a, r| KernelMemory::read(a, &mut dst[r])),
             Backing::Odp(o) => {
