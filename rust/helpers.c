@@ -727,9 +727,12 @@ struct roxe_dmabuf_map {
 	void *vaddr;
 };
 
-static void roxe_dmabuf_move_notify(struct dma_buf_attachment *attach)
+/*
+ * Takes the mapping away under the map's lock (no copy is using it then,
+ * and none starts on it after) and unmaps it. The reservation lock is held.
+ */
+static void roxe_dmabuf_unmap_locked(struct roxe_dmabuf_map *m)
 {
-	struct roxe_dmabuf_map *m = attach->importer_priv;
 	struct iosys_map map;
 	unsigned long flags;
 	void *va;
@@ -743,6 +746,11 @@ static void roxe_dmabuf_move_notify(struct dma_buf_attachment *attach)
 		iosys_map_set_vaddr(&map, va);
 		dma_buf_vunmap(m->buf, &map);
 	}
+}
+
+static void roxe_dmabuf_move_notify(struct dma_buf_attachment *attach)
+{
+	roxe_dmabuf_unmap_locked(attach->importer_priv);
 }
 
 static const struct dma_buf_attach_ops roxe_dmabuf_attach_ops = {
@@ -861,19 +869,8 @@ void roxe_dmabuf_unlock(struct roxe_dmabuf_map *m, unsigned long flags)
 /* Unmaps, detaches, drops the buffer's reference and frees the map. */
 void roxe_dmabuf_release(struct roxe_dmabuf_map *m)
 {
-	struct iosys_map map;
-	unsigned long flags;
-	void *va;
-
 	dma_resv_lock(m->buf->resv, NULL);
-	spin_lock_irqsave(&m->lock, flags);
-	va = m->vaddr;
-	m->vaddr = NULL;
-	spin_unlock_irqrestore(&m->lock, flags);
-	if (va) {
-		iosys_map_set_vaddr(&map, va);
-		dma_buf_vunmap(m->buf, &map);
-	}
+	roxe_dmabuf_unmap_locked(m);
 	dma_resv_unlock(m->buf->resv);
 	/* After the detach, no move_notify can come for this map. */
 	dma_buf_detach(m->buf, m->attach);
