@@ -711,7 +711,7 @@ void roxe_kunmap_local(void *addr)
  *   spinlock (so no copy is using it) and unmapped. The data path then
  *   finds no mapping, answers as for ODP memory not present (RNR NAK, or
  *   waiting), and a work item maps the buffer again where it now is
- *   (roxe_dmabuf_remap()).
+ *   (roxe_dmabuf_remap()), once the exporter's copy is done.
  * - Any other exporter gets a plain attachment, which such exporters take
  *   as the pin (the GEM helpers pin the object in their attach op), and
  *   the mapping lives as long as the MR.
@@ -725,6 +725,8 @@ struct roxe_dmabuf_map {
 	spinlock_t lock;
 	/* The kernel mapping; NULL after a move until it is made again. */
 	void *vaddr;
+	/* A dynamic attachment pinned because its memory was I/O memory. */
+	bool pinned;
 };
 
 /*
@@ -782,22 +784,49 @@ bool roxe_dmabuf_writable(const struct dma_buf *buf)
 	return buf->file && (buf->file->f_mode & FMODE_WRITE);
 }
 
-/* Maps the buffer into the kernel; the reservation lock is held. */
+/*
+ * Maps the buffer into the kernel; the reservation lock is held. Memory the
+ * CPU cannot copy with plain loads and stores (device memory behind a BAR)
+ * is refused, but first, for an unpinned dynamic attachment, the exporter
+ * is asked to put the buffer where the CPU can reach it and keep it there
+ * (dma_buf_pin: amdgpu moves it to GTT for an importer without peer to
+ * peer); the pin is then held until the MR goes.
+ */
 static int roxe_dmabuf_vmap_locked(struct roxe_dmabuf_map *m)
 {
 	struct iosys_map map;
 	unsigned long flags;
+	long waited;
 	int err;
 
 	dma_resv_assert_held(m->buf->resv);
 	if (m->vaddr)
 		return 0;
 	err = dma_buf_vmap(m->buf, &map);
+	if (!err && map.is_iomem && dma_buf_attachment_is_dynamic(m->attach) && !m->pinned) {
+		dma_buf_vunmap(m->buf, &map);
+		err = dma_buf_pin(m->attach);
+		if (err)
+			return err;
+		m->pinned = true;
+		err = dma_buf_vmap(m->buf, &map);
+	}
 	if (err)
 		return err;
 	if (map.is_iomem || !map.vaddr || !PAGE_ALIGNED(map.vaddr)) {
 		dma_buf_vunmap(m->buf, &map);
 		return -EOPNOTSUPP;
+	}
+	/*
+	 * An exporter may still be copying the bytes of a move (TTM's copy is
+	 * a fence of kernel usage on the buffer, and its vmap does not wait):
+	 * no copy of roxe's may touch them before it is done.
+	 */
+	waited = dma_resv_wait_timeout(m->buf->resv, DMA_RESV_USAGE_KERNEL, false,
+				       MAX_SCHEDULE_TIMEOUT);
+	if (waited <= 0) {
+		dma_buf_vunmap(m->buf, &map);
+		return waited ? (int)waited : -ETIMEDOUT;
 	}
 	spin_lock_irqsave(&m->lock, flags);
 	m->vaddr = map.vaddr;
@@ -831,6 +860,8 @@ struct roxe_dmabuf_map *roxe_dmabuf_import(struct dma_buf *buf, struct ib_device
 	m->attach = a;
 	dma_resv_lock(buf->resv, NULL);
 	err = roxe_dmabuf_vmap_locked(m);
+	if (err && m->pinned)
+		dma_buf_unpin(a);
 	dma_resv_unlock(buf->resv);
 	if (err) {
 		dma_buf_detach(buf, a);
@@ -871,6 +902,8 @@ void roxe_dmabuf_release(struct roxe_dmabuf_map *m)
 {
 	dma_resv_lock(m->buf->resv, NULL);
 	roxe_dmabuf_unmap_locked(m);
+	if (m->pinned)
+		dma_buf_unpin(m->attach);
 	dma_resv_unlock(m->buf->resv);
 	/* After the detach, no move_notify can come for this map. */
 	dma_buf_detach(m->buf, m->attach);

@@ -7,7 +7,7 @@
 use super::device::{Device, Driver};
 use crate::bindings;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::alloc::{flags::GFP_KERNEL_ACCOUNT, KVec};
 use kernel::error::{code::*, Error, Result};
 
@@ -300,9 +300,16 @@ pub(crate) struct DmaBuf {
     writable: bool,
     /// A remap is queued or running.
     remapping: AtomicBool,
-    /// A remap failed: the buffer cannot be reached any more.
+    /// Remaps failed this many times in a row.
+    failures: AtomicU32,
+    /// Remaps failed [`REMAP_FAIL_LIMIT`] times in a row: the buffer
+    /// cannot be reached any more.
     broken: AtomicBool,
 }
+
+/// Failed remaps in a row after which a dma-buf MR is broken for good (a
+/// transient failure, such as memory short for the mapping, is retried).
+const REMAP_FAIL_LIMIT: u32 = 3;
 
 /// The buffer moved and is not mapped again yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -368,6 +375,7 @@ impl DmaBuf {
             size,
             writable,
             remapping: AtomicBool::new(false),
+            failures: AtomicU32::new(0),
             broken: AtomicBool::new(false),
         })
     }
@@ -446,19 +454,23 @@ impl DmaBuf {
     }
 
     /// Maps the buffer again where the exporter moved it, if it is not
-    /// mapped. Sleeps (takes the buffer's reservation lock). A failure
-    /// marks the buffer broken: every later access is refused.
+    /// mapped. Sleeps (takes the buffer's reservation lock, and waits for
+    /// the exporter's copy). [`REMAP_FAIL_LIMIT`] failures in a row mark
+    /// the buffer broken: every later access is refused.
     pub(crate) fn remap(&self) -> Result {
+        // The claim goes first: a move from here on is met by a later
+        // miss, which queues another remap.
+        self.remapping.store(false, Ordering::Release);
         // SAFETY: The map is ours and live; process context.
         let err = unsafe { bindings::roxe_dmabuf_remap(self.map.as_ptr()) };
-        let r = if err == 0 {
-            Ok(())
-        } else {
+        if err == 0 {
+            self.failures.store(0, Ordering::Relaxed);
+            return Ok(());
+        }
+        if self.failures.fetch_add(1, Ordering::Relaxed) + 1 >= REMAP_FAIL_LIMIT {
             self.broken.store(true, Ordering::Release);
-            Err(Error::from_errno(err))
-        };
-        self.remapping.store(false, Ordering::Release);
-        r
+        }
+        Err(Error::from_errno(err))
     }
 }
 

@@ -75,8 +75,14 @@ fn request_remap(mr: &Arc<MrData>, r: &PinnedRange) {
     }
     let held = mr.clone();
     let queued = odp::spawn(move || {
+        // A deregistered MR is not mapped again: its buffer goes with this
+        // last reference.
+        if !held.valid.load(Ordering::Acquire) {
+            return;
+        }
         if let Some(b) = held.dmabuf() {
-            // A failure marks the buffer broken: later accesses are refused.
+            // Repeated failures mark the buffer broken: later accesses are
+            // refused.
             let _ = b.remap();
         }
     });

@@ -2,8 +2,9 @@
 
 //! Memory regions: DMA MRs for kernel consumers, and user MRs whose pages
 //! are pinned through `ib_umem` and kept as a page list for the data path.
-//! A dma-buf MR (`ibv_reg_dmabuf_mr`) pins another driver's buffer instead
-//! and copies through the exporter's kernel mapping of it.
+//! A dma-buf MR (`ibv_reg_dmabuf_mr`) reaches another driver's buffer
+//! instead, through the exporter's kernel mapping of it, and maps it again
+//! after the exporter moves it.
 //!
 //! Fast-registration MRs (`alloc_mr`) map kernel pages given by
 //! `ib_map_mr_sg` and become usable through `IB_WR_REG_MR`. Memory windows
@@ -146,8 +147,9 @@ pub(crate) fn reg_user(
 /// `ibv_reg_dmabuf_mr`: `args.length` bytes of the dma-buf behind the
 /// caller's descriptor `args.fd`, from byte `args.offset`, at `args.iova`.
 ///
-/// The buffer stays pinned and mapped until the MR is deregistered; the
-/// exporter cannot move it meanwhile (see `Documentation/dmabuf.md`). A
+/// The buffer stays mapped until the MR is deregistered, and is mapped
+/// again after each move of an exporter that can move it (see
+/// `Documentation/dmabuf.md`). A
 /// buffer not exported for writing gets no right that writes: `EACCES`, as
 /// no process could map it writable either.
 pub(crate) fn reg_dmabuf(pd: &Pd<Roxe>, args: &DmaBufMrArgs) -> Result<(RoxeMr, MrInfo)> {
@@ -334,6 +336,10 @@ pub(crate) fn dereg(mr: &Mr<Roxe>) -> Result {
         Some(KeyEntry::Mr(m)) if m.windows.load(Ordering::Relaxed) != 0 => Err(EINVAL),
         _ => Ok(t.remove(index)),
     })?;
+    // A remap still queued for a dma-buf MR leaves it alone from now on.
+    if let Some(KeyEntry::Mr(m)) = &gone {
+        m.valid.store(false, Ordering::Release);
+    }
     // The entry (a reference to the MR's data) goes after the lock.
     drop(gone);
     dev.mrs.give_back();
