@@ -74,6 +74,11 @@ sweep: a QP with max_dest_rd_atomic 0 NAKs READs and atomics as invalid
 requests (rx_drop_invalid); a UD datagram longer than the port's MTU is
 dropped as rx_drop_length and takes no receive.
 
+Pacing (issue 17). A QP that receives a stream of CNPs from its peer
+sends a 16-packet RDMA WRITE spread over at least 30 ms and five times
+the time the same WRITE takes from a QP without CNPs (kernel receive
+stamps at the peer's end of the wire).
+
 Prints `ok   ...` or `FAIL ...` per check, then `live-packets: N ok, M
 failed`; the exit status is 0 only if every check passed.
 """
@@ -132,6 +137,8 @@ XRC_ACKNOWLEDGE = 0xb1
 # AETH syndromes: NAK invalid request, NAK remote access error.
 NAK_INVALID, NAK_ACCESS = 0x61, 0x62
 ETH_P_ALL = 0x0003
+SOL_PACKET, PACKET_IGNORE_OUTGOING = 263, 23
+SO_TIMESTAMPNS = 35
 IP_MTU_DISCOVER, IP_PMTUDISC_DO = 10, 2
 # Not the peer: another host on the peer's side of the wire.
 SPOOFED = "192.0.2.131"
@@ -159,9 +166,14 @@ class Wire:
     def __init__(self, ip, peer, netns, peer_if, dev, port):
         self.ip = ip
         self.peer = peer
+        self.netns = netns
+        self.peer_if = peer_if
         self.pk = bp.Packets(ip, peer)
         self.tx = bp.raw_socket(netns)
         self.rx = bp.socket_in(netns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        # Only what reaches the peer: the peer's own frames (a CNP stream
+        # in `pacing`) would fill the socket.
+        self.rx.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         self.rx.bind((peer_if, 0))
         self.rx.setblocking(False)
         self.counters = bp.Counters(dev, port)
@@ -253,6 +265,7 @@ class Victim:
     """The device's side: a PD, a CQ and RC QPs connected to PEER_QPN."""
 
     def __init__(self, dev, gid_index, peer):
+        self.dev = dev
         self.ctx = Context(name=dev)
         self.pd = PD(self.ctx)
         self.cq = CQ(self.ctx, 16)
@@ -261,10 +274,11 @@ class Victim:
         self.peer_gid = gid_of(peer)
         self.qps = []
 
-    def qp(self, access, max_dest_rd_atomic=4, dgid=None, timeout=20, retry_cnt=7, rnr_retry=7):
+    def qp(self, access, max_dest_rd_atomic=4, dgid=None, timeout=20, retry_cnt=7, rnr_retry=7,
+           sq_psn=PSN):
         """An RC QP in RTS whose peer is PEER_QPN at the peer's address (or
-        at `dgid`). The default timeout, about 4 s, keeps the QP from
-        retrying while the script takes its time."""
+        at `dgid`), sending from `sq_psn`. The default timeout, about 4 s,
+        keeps the QP from retrying while the script takes its time."""
         cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
         qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
         a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
@@ -281,7 +295,7 @@ class Victim:
         qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
                   e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
         a = QPAttr(qp_state=e.IBV_QPS_RTS, port_num=1)
-        a.sq_psn = PSN
+        a.sq_psn = sq_psn
         a.timeout = timeout
         a.retry_cnt = retry_cnt
         a.rnr_retry = rnr_retry
@@ -1229,6 +1243,139 @@ def xrc(v, w, check):
         f.close()
 
 
+def stamped_packets(w, psns, timeout=5.0):
+    """A fresh packet socket on the peer's end of the wire; returns a
+    function that collects, for each PSN in `psns`, the kernel's receive
+    stamp (seconds) of the first request packet to PEER_QPN with that PSN,
+    until all came or `timeout` passed. Outgoing frames (the peer's own)
+    are not queued on it."""
+    rx = bp.socket_in(w.netns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    rx.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    rx.bind((w.peer_if, 0))
+    want = set(psns)
+
+    def collect(settle):
+        # Asleep for `settle` seconds first, so that this process takes no
+        # CPU from the others while the packets go out: they wait in the
+        # socket with their stamps.
+        time.sleep(settle)
+        got = {}
+        end = time.monotonic() + timeout
+        while want - got.keys() and time.monotonic() < end:
+            if not select.select([rx], [], [], 0.2)[0]:
+                continue
+            data, anc, _flags, addr = rx.recvmsg(65535, 64)
+            if addr[2] != socket.PACKET_HOST or len(data) < 14 + 20 + 8 + 12:
+                continue
+            ip = data[14:]
+            ihl = (ip[0] & 0xf) * 4
+            if ip[0] >> 4 != 4 or ip[9] != socket.IPPROTO_UDP:
+                continue
+            roce = ip[ihl + 8:]
+            qpn = struct.unpack("!I", roce[4:8])[0] & 0xffffff
+            psn = struct.unpack("!I", roce[8:12])[0] & 0xffffff
+            if qpn != PEER_QPN or psn not in want or psn in got or roce[0] >= 0x0d:
+                continue
+            stamp = None
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    sec, nsec = struct.unpack("qq", raw[:16])
+                    stamp = sec + nsec / 1e9
+            got[psn] = stamp if stamp is not None else time.time()
+        rx.close()
+        return got
+    return collect
+
+
+def dcqcn_rate(dev, qpn):
+    """The QP's dcqcn_rate_kbps in `rdma -dd res show qp`, or None."""
+    out = subprocess.run(["rdma", "-dd", "res", "show", "qp", "link", f"{dev}/1"],
+                         capture_output=True, text=True).stdout
+    # One record per QP, from "link" to the next.
+    for rec in out.split("link ")[1:]:
+        toks = rec.split()
+        pairs = dict(zip(toks, toks[1:]))
+        # iproute2 names a driver's attribute drv_NAME.
+        if pairs.get("lqpn") == str(qpn) and "drv_dcqcn_rate_kbps" in pairs:
+            return int(pairs["drv_dcqcn_rate_kbps"])
+    print(f"     (rdma -dd res show qp: {out!r})")
+    return None
+
+
+def pacing(v, w, check):
+    """Issue 17: a QP slows down on CNPs. The peer sends one QP a stream of
+    CNPs (what a switch queue that marks every packet would make the far
+    end send) while the QP does a 16-packet RDMA WRITE; the same WRITE from
+    a QP without CNPs is the yardstick. Paced, the packets must spread out
+    in time: with the rate at DCQCN's floor (1 Mbit/s) a 1 KiB packet
+    takes about 9 ms. The CNPs come from a forked process, so that this
+    one is free to post and collect; the packets are timed by the kernel's
+    receive stamps at the peer's end of the wire. This process sleeps
+    while the packets go out: in a one-vCPU guest, each pause of the CNP
+    stream longer than DCQCN's recovery stages (1.5 ms) lets the rate
+    climb back by megabits."""
+    n, length = 16, 16 * MTU
+    mr = MR(v.pd, length, LW)
+
+    def write(qp, base):
+        collect = stamped_packets(w, range(base, base + n))
+        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(mr.buf, length, mr.lkey)])
+        wr.set_wr_rdma(0x1234, 0x10000)
+        qp.post_send(wr)
+        # 16 packets at the floor rate take 140 ms.
+        got = collect(0.6)
+        stamps = sorted(got.values())
+        print(f"     (PSN {base:#x}: gaps in ms "
+              f"{[round((b - a) * 1e3, 2) for a, b in zip(stamps, stamps[1:])]})")
+        return len(got), (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
+
+    free = v.qp(LW, sq_psn=0x4000)
+    w.drain()
+    got_a, span_a = write(free, 0x4000)
+
+    paced = v.qp(LW, sq_psn=0x8000)
+    w.drain()
+    cnp = w.pk.make(bp.bth(CNP, paced.qp_num, psn=0, pad=0) + bytes(16))
+    before = w.counters.read()
+    child = os.fork()
+    if child == 0:  # the stream, until the parent stops it or 20 s pass
+        try:
+            # One CNP per 100 us, busy-waiting between them. Flat out, the
+            # receive softirq falls behind and moves to ksoftirqd, which
+            # then takes the CNPs in bursts a scheduler slice apart, and
+            # between the bursts DCQCN recovers.
+            now = time.monotonic()
+            end, nxt = now + 20, now
+            while nxt < end:
+                w.tx.sendto(cnp, (w.ip, 0))
+                nxt += 0.0001
+                while time.monotonic() < nxt:
+                    pass
+        finally:
+            os._exit(0)
+    try:
+        time.sleep(0.5)
+        got_b, span_b = write(paced, 0x8000)
+        # Sampled after the WRITE: `rdma` takes the CPU from the stream.
+        rate = dcqcn_rate(v.dev, paced.qp_num)
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    cuts = counted(w, before, "rp_cnp_handled")
+    check(got_a == n and got_b == n,
+          f"both WRITEs' {n} packets reach the peer (without CNPs {got_a}, with {got_b})")
+    check(cuts >= 10 and rate is not None and rate < 100_000,
+          f"the CNPs cut the QP's rate: rp_cnp_handled +{cuts}, dcqcn_rate_kbps {rate} "
+          f"(below 100 Mbit/s) after the WRITE")
+    check(span_b >= 0.03 and span_b >= 5 * span_a,
+          f"paced, the WRITE's packets spread out: {n} packets over {span_b * 1e3:.1f} ms with "
+          f"CNPs, {span_a * 1e3:.1f} ms without (at least 30 ms and 5 times as long)")
+    while v.cq.poll(1)[0]:
+        pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dev", default="roxe0")
@@ -1237,13 +1384,19 @@ def main():
     ap.add_argument("--peer", required=True, help="the hostile peer's address, in --netns")
     ap.add_argument("--netns", required=True, help="the peer's network namespace")
     ap.add_argument("--peer-if", required=True, help="the peer's end of the wire, in --netns")
+    ap.add_argument("--only", action="append", metavar="PART",
+                    help="run only this part (a function's name; may be repeated)")
+    ap.add_argument("--skip", action="append", metavar="PART", default=[],
+                    help="leave this part out (may be repeated)")
     args = ap.parse_args()
     check = Checks()
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
     for part in (addresses, duplicate_reads, atomic_replays, stale_naks, requester_acks,
                  retry_timer, blocked_wqe, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast,
-                 xrc):
+                 xrc, pacing):
+        if (args.only and part.__name__ not in args.only) or part.__name__ in args.skip:
+            continue
         try:
             part(v, w, check)
         except Exception as err:  # a failed verb ends the part, not the run
