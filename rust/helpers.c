@@ -953,6 +953,48 @@ unsigned int *roxe_fail_srq_init(void)
 	return &fail_srq_init;
 }
 
+/*
+ * DCQCN's reaction point constants (Documentation/congestion.md), as
+ * module parameters an administrator may change at run time, as RNICs
+ * offer theirs: rust/rdma/tunables.rs reads them on every use and
+ * qp/cc.rs bounds what it takes. The defaults are the paper's constants
+ * with ConnectX's increase steps, sized for 100 Gbit/s links.
+ */
+static struct roxe_dcqcn_knobs roxe_dcqcn = {
+	.time_reset_us = 300,
+	.ai_rate_kbps = 5000,
+	.hai_rate_kbps = 50000,
+	.min_rate_kbps = 1000,
+	.byte_reset = 10 << 20,
+	.threshold = 5,
+	.g_shift = 8,
+	.alpha_period_us = 55,
+	.reduce_period_us = 50,
+};
+module_param_named(dcqcn_time_reset_us, roxe_dcqcn.time_reset_us, uint, 0644);
+MODULE_PARM_DESC(dcqcn_time_reset_us, "DCQCN: rate increase timer, us (0: no timer stages)");
+module_param_named(dcqcn_ai_rate_kbps, roxe_dcqcn.ai_rate_kbps, uint, 0644);
+MODULE_PARM_DESC(dcqcn_ai_rate_kbps, "DCQCN: additive increase of the target rate, kbit/s");
+module_param_named(dcqcn_hai_rate_kbps, roxe_dcqcn.hai_rate_kbps, uint, 0644);
+MODULE_PARM_DESC(dcqcn_hai_rate_kbps, "DCQCN: hyper increase of the target rate, kbit/s");
+module_param_named(dcqcn_min_rate_kbps, roxe_dcqcn.min_rate_kbps, uint, 0644);
+MODULE_PARM_DESC(dcqcn_min_rate_kbps, "DCQCN: the lowest rate a cut reaches, kbit/s (at least 1)");
+module_param_named(dcqcn_byte_reset, roxe_dcqcn.byte_reset, uint, 0644);
+MODULE_PARM_DESC(dcqcn_byte_reset, "DCQCN: bytes per byte-counter stage (0: no byte stages)");
+module_param_named(dcqcn_threshold, roxe_dcqcn.threshold, uint, 0644);
+MODULE_PARM_DESC(dcqcn_threshold, "DCQCN: stages of fast recovery before additive increase (F)");
+module_param_named(dcqcn_g_shift, roxe_dcqcn.g_shift, uint, 0644);
+MODULE_PARM_DESC(dcqcn_g_shift, "DCQCN: alpha's gain g = 1/2^g_shift (1 to 16)");
+module_param_named(dcqcn_alpha_period_us, roxe_dcqcn.alpha_period_us, uint, 0644);
+MODULE_PARM_DESC(dcqcn_alpha_period_us, "DCQCN: alpha decays once per this many us without a CNP (0: never)");
+module_param_named(dcqcn_reduce_period_us, roxe_dcqcn.reduce_period_us, uint, 0644);
+MODULE_PARM_DESC(dcqcn_reduce_period_us, "DCQCN: at most one rate cut per this many us");
+
+struct roxe_dcqcn_knobs *roxe_dcqcn_knobs(void)
+{
+	return &roxe_dcqcn;
+}
+
 /* On-demand paging: static inlines and field reads for rust/rdma/odp.rs. */
 
 struct ib_umem_odp *roxe_odp_from_notifier(struct mmu_interval_notifier *mni)

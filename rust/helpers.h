@@ -131,6 +131,20 @@ void roxe_flush_wq(struct workqueue_struct *wq);
 unsigned int *roxe_fail_qp_table(void);
 unsigned int *roxe_fail_cq_init(void);
 unsigned int *roxe_fail_srq_init(void);
+
+/* DCQCN reaction point tunables: module parameters, read on every use. */
+struct roxe_dcqcn_knobs {
+	unsigned int time_reset_us;
+	unsigned int ai_rate_kbps;
+	unsigned int hai_rate_kbps;
+	unsigned int min_rate_kbps;
+	unsigned int byte_reset;
+	unsigned int threshold;
+	unsigned int g_shift;
+	unsigned int alpha_period_us;
+	unsigned int reduce_period_us;
+};
+struct roxe_dcqcn_knobs *roxe_dcqcn_knobs(void);
 void *roxe_res_driver_begin(struct sk_buff *msg);
 
 struct ib_xrcd *roxe_srq_init_xrcd(const struct ib_srq_init_attr *init);

@@ -23,6 +23,7 @@ pub(crate) mod random;
 pub(crate) mod shared;
 pub(crate) mod srq;
 pub(crate) mod sysfs;
+pub(crate) mod tunables;
 pub(crate) mod udata;
 pub(crate) mod umem;
 pub(crate) mod upcall;

@@ -261,18 +261,28 @@ pub(crate) struct Indirection {
     log_size: u32,
 }
 
-/// Per-table state: the entries, shared with the RSS QPs made over it.
-#[pin_data(PinnedDrop)]
-pub(crate) struct RoxeIndTable {
-    entries: Arc<Indirection>,
-    dev: ARef<Device<Roxe>>,
+/// An indirection table's budget unit, owned: given back when the table
+/// is dropped, or when its initialisation fails part-way.
+struct IndTableUnit(ARef<Device<Roxe>>);
+
+impl IndTableUnit {
+    fn take(dev: &Device<Roxe>) -> Result<Self> {
+        dev.data().ind_tables.take_unit()?.keep();
+        Ok(IndTableUnit(ARef::from(dev)))
+    }
 }
 
-#[pinned_drop]
-impl PinnedDrop for RoxeIndTable {
-    fn drop(self: Pin<&mut Self>) {
-        self.dev.data().ind_tables.give_back();
+impl Drop for IndTableUnit {
+    fn drop(&mut self) {
+        self.0.data().ind_tables.give_back();
     }
+}
+
+/// Per-table state: the entries, shared with the RSS QPs made over it.
+#[pin_data]
+pub(crate) struct RoxeIndTable {
+    entries: Arc<Indirection>,
+    _unit: IndTableUnit,
 }
 
 #[vtable]
@@ -285,16 +295,20 @@ impl IndTableOps<Roxe> for RoxeIndTable {
         if log_size > crate::limits::MAX_IND_TABLE_LOG {
             return Err(EINVAL);
         }
-        let d = dev.data();
-        let unit = d.ind_tables.take_unit()?;
+        let unit = IndTableUnit::take(dev)?;
         let entries = Arc::new(Indirection { wqs, log_size }, GFP_KERNEL)?;
-        unit.keep();
-        let num = d
+        let num = dev
+            .data()
             .ind_table_nums
             .fetch_add(1, core::sync::atomic::Ordering::Relaxed)
             & 0x00ff_ffff;
-        let dev = ARef::from(dev);
-        Ok((try_pin_init!(RoxeIndTable { entries, dev }), num))
+        Ok((
+            try_pin_init!(RoxeIndTable {
+                entries,
+                _unit: unit
+            }),
+            num,
+        ))
     }
 }
 

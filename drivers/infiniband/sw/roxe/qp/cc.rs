@@ -25,8 +25,29 @@ use kernel::prelude::*;
 /// never held back.
 const LINE_KBPS: u64 = 100_000_000;
 
-/// The reaction point's constants.
-const PARAMS: Params = Params::new(LINE_KBPS);
+/// The defaults, for a QP's first rate (the line rate, whatever the
+/// parameters say).
+const DEFAULTS: Params = Params::new(LINE_KBPS);
+
+/// The reaction point's constants now: the `dcqcn_*` module parameters,
+/// bounded so that none breaks the arithmetic (alpha's gain between 1/2
+/// and 1/65536, a floor of at least 1 kbit/s and at most the line). Read
+/// on every use, so a change applies to every QP at once.
+fn params() -> Params {
+    let k = crate::rdma::tunables::dcqcn();
+    Params {
+        line_kbps: LINE_KBPS,
+        min_kbps: u64::from(k.min_rate_kbps).clamp(1, LINE_KBPS),
+        ai_kbps: u64::from(k.ai_rate_kbps),
+        hai_kbps: u64::from(k.hai_rate_kbps),
+        g_shift: k.g_shift.clamp(1, 16),
+        alpha_period_us: u64::from(k.alpha_period_us),
+        increase_period_us: u64::from(k.time_reset_us),
+        byte_reset: u64::from(k.byte_reset),
+        threshold: k.threshold,
+        decrease_period_us: u64::from(k.reduce_period_us),
+    }
+}
 
 /// One QP's congestion state.
 pub(crate) struct Congestion {
@@ -38,7 +59,7 @@ impl Congestion {
     pub(crate) const fn new() -> Self {
         Congestion {
             notifier: Notifier::new(),
-            rate: Rate::new(&PARAMS),
+            rate: Rate::new(&DEFAULTS),
         }
     }
 }
@@ -54,25 +75,26 @@ impl Congestion {
     /// never held. The schedule may run one timer tick ahead of the
     /// clock, since the QP's timer cannot wait less than a tick.
     pub(crate) fn pace(&mut self) -> u32 {
-        if !self.rate.limited(&PARAMS) {
+        // The line rate is not a parameter: a QP at it pays one comparison.
+        if !self.rate.limited(&DEFAULTS) {
             return 0;
         }
+        let p = params();
         let now = now_us();
-        self.rate.advance(&PARAMS, now);
+        self.rate.advance(&p, now);
         let tick = u64::from(crate::sync::timer::tick_us());
         // CAST: a wait is at most one packet's time at the floor rate
-        // (4 KiB at 1 Mbit/s: 33 ms).
-        self.rate
-            .wait_us(&PARAMS, now, tick)
-            .min(u64::from(u32::MAX)) as u32
+        // (4 KiB at the lowest floor, 1 kbit/s: 33 s).
+        self.rate.wait_us(&p, now, tick).min(u64::from(u32::MAX)) as u32
     }
 
     /// The requester sent a packet with `payload` bytes: the pacing clock
     /// and DCQCN's byte counter move on.
     pub(crate) fn sent(&mut self, payload: u32) {
-        if self.rate.limited(&PARAMS) {
+        if self.rate.limited(&DEFAULTS) {
+            let p = params();
             let bytes = u64::from(payload) + u64::from(PACKET_OVERHEAD);
-            self.rate.sent(&PARAMS, bytes, now_us());
+            self.rate.sent(&p, bytes, now_us());
         }
     }
 }
@@ -123,7 +145,7 @@ pub(crate) fn take_cnp(qp: &Qp<Roxe>, ip: &[u8]) -> Result<(), Drop> {
         return Err(Drop::Address);
     }
     let counters = &qp.device().data().counters;
-    counters.event(match st.cc.rate.on_cnp(&PARAMS, now_us()) {
+    counters.event(match st.cc.rate.on_cnp(&params(), now_us()) {
         Cnp::Handled => Event::RpCnpHandled,
         Cnp::Ignored => Event::RpCnpIgnored,
     });
@@ -139,7 +161,7 @@ pub(crate) fn fill_res(qp: &Qp<Roxe>, out: &mut ResAttrs<'_>) -> Result {
     let (rate, target, alpha) = {
         let mut st = qp.data().state.lock();
         let r = &mut st.cc.rate;
-        r.advance(&PARAMS, now_us());
+        r.advance(&params(), now_us());
         (r.rate_kbps(), r.target_kbps(), r.alpha())
     };
     out.put_u64(c_str!("dcqcn_rate_kbps"), rate)?;

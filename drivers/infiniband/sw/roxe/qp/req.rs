@@ -255,7 +255,7 @@ pub(crate) fn send_pending(qp: &Qp<Roxe>, st: &mut QpState) {
         // The retry timeout is not armed meanwhile; each kick that sends
         // moves `active_ms` on, and once nothing holds the QP back
         // `send_pending` arms it again. A wait is at most one packet's
-        // time at the floor rate (33 ms).
+        // time at the floor rate (33 ms at the default 1 Mbit/s).
         st.req.kick = true;
         qp.arm_timer(pace_us.div_ceil(1000));
     } else if core::mem::take(&mut st.req.odp_wait) {
