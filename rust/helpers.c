@@ -957,8 +957,9 @@ unsigned int *roxe_fail_srq_init(void)
  * DCQCN's reaction point constants (Documentation/congestion.md), as
  * module parameters an administrator may change at run time, as RNICs
  * offer theirs: rust/rdma/tunables.rs reads them on every use and
- * qp/cc.rs bounds what it takes. The defaults are the paper's constants
- * with ConnectX's increase steps, sized for 100 Gbit/s links.
+ * rust/proto's Params::tuned bounds what it takes. The defaults are the
+ * paper's constants with ConnectX's increase steps (rust/proto's
+ * Knobs::DEFAULT), sized for 100 Gbit/s links.
  */
 static struct roxe_dcqcn_knobs roxe_dcqcn = {
 	.time_reset_us = 300,

@@ -4,23 +4,11 @@
 //! (`/sys/module/roxe/parameters/`), read on every use. `rust/helpers.c`
 //! declares them.
 
-/// DCQCN's reaction point constants as the parameters hold them now,
-/// unchecked: the caller bounds them.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Dcqcn {
-    pub(crate) time_reset_us: u32,
-    pub(crate) ai_rate_kbps: u32,
-    pub(crate) hai_rate_kbps: u32,
-    pub(crate) min_rate_kbps: u32,
-    pub(crate) byte_reset: u32,
-    pub(crate) threshold: u32,
-    pub(crate) g_shift: u32,
-    pub(crate) alpha_period_us: u32,
-    pub(crate) reduce_period_us: u32,
-}
+use crate::proto::dcqcn::Knobs;
 
-/// Reads the `dcqcn_*` parameters.
-pub(crate) fn dcqcn() -> Dcqcn {
+/// DCQCN's reaction point constants as the `dcqcn_*` parameters hold them
+/// now, unchecked ([`crate::proto::dcqcn::Params::tuned`] bounds them).
+pub(crate) fn dcqcn() -> Knobs {
     // SAFETY: The helper returns the address of a static that lives as
     // long as the module.
     let k = unsafe { crate::bindings::roxe_dcqcn_knobs() };
@@ -33,7 +21,7 @@ pub(crate) fn dcqcn() -> Dcqcn {
             unsafe { core::ptr::addr_of!((*k).$f).read_volatile() }
         };
     }
-    Dcqcn {
+    Knobs {
         time_reset_us: field!(time_reset_us),
         ai_rate_kbps: field!(ai_rate_kbps),
         hai_rate_kbps: field!(hai_rate_kbps),

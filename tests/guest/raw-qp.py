@@ -29,7 +29,9 @@ byte:
   WQ's CQ with its number; a WQ moved to RESET takes nothing (its frames
   are dropped and counted), one moved to ERR flushes its receives; an
   RSS QP cannot be moved (EOPNOTSUPP), a hash function other than
-  Toeplitz or an IPsec SPI field is refused.
+  Toeplitz or an IPsec SPI field is refused; a WQ whose producer index
+  user space set 2^30 past its receives drops the next frame (counted),
+  moves to ERR and raises IBV_EVENT_WQ_FATAL.
 
 Prints `ok   ...` or `FAIL ...` per check, then `raw-qp: N ok, M failed`.
 """
@@ -333,6 +335,89 @@ def rss_checks(check, args, ctx, pd, peer, mine, theirs):
     good, how = refused(95, lambda: rss_qp(hash_fields=fields | (1 << 8)))
     check(good, f"an RSS QP hashing on an IPsec SPI is refused ({how})")
     for o in (flow, qp, table, *wqs, *mrs, *cqs):
+        o.close()
+    garbage_producer(check, args, ctx, pd, peer, mine, theirs)
+
+
+def uverbs_mappings():
+    """The address ranges of this process's mappings of a uverbs device
+    file: the rings libroxe mapped."""
+    out = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "/dev/infiniband/uverbs" in line:
+                lo, hi = line.split()[0].split("-")
+                out.add((int(lo, 16), int(hi, 16)))
+    return out
+
+
+def async_event_fd():
+    """The descriptor of the device context's async events (libibverbs
+    opened it as an anonymous inode), or None."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if "infinibandevent" in os.readlink(f"/proc/self/fd/{name}"):
+                return int(name)
+        except OSError:
+            pass
+    return None
+
+
+def garbage_producer(check, args, ctx, pd, peer, mine, theirs):
+    """A WQ whose mapped producer index user space set to what no honest
+    provider writes (2^30 past the receives it posted) meets a frame: the
+    frame is dropped and counted, no receive completes, the WQ moves to
+    ERR (so RDY is refused; RESET then works) and the context gets
+    IBV_EVENT_WQ_FATAL for it."""
+    import ctypes
+    cq = CQ(ctx, 16)
+    mr = MR(pd, SLOT * 4, e.IBV_ACCESS_LOCAL_WRITE)
+    before = uverbs_mappings()
+    wq = WQ(ctx, WQInitAttr(wq_pd=pd, wq_cq=cq, wq_type=e.IBV_WQT_RQ, max_wr=4, max_sge=1))
+    rings = sorted(uverbs_mappings() - before)
+    wq.modify(WQAttr(attr_mask=e.IBV_WQ_ATTR_STATE, wq_state=e.IBV_WQS_RDY))
+    for j in range(4):
+        wq.post_recv(RecvWR(wr_id=j, num_sge=1, sg=[SGE(mr.buf + SLOT * j, SLOT, mr.lkey)]))
+    table = RwqIndTable(ctx, RwqIndTableInitAttr(log_ind_tbl_size=0, wqs_list=[wq]))
+    conf = RxHashConf(rx_hash_function=e.IBV_RX_HASH_FUNC_TOEPLITZ, rx_hash_key_len=len(RSS_KEY),
+                      rx_hash_key=list(RSS_KEY),
+                      rx_hash_fields_mask=e.IBV_RX_HASH_SRC_IPV4 | e.IBV_RX_HASH_DST_IPV4)
+    mask = e.IBV_QP_INIT_ATTR_PD | e.IBV_QP_INIT_ATTR_RX_HASH | e.IBV_QP_INIT_ATTR_IND_TABLE
+    qp = QPEx(ctx, QPInitAttrEx(qp_type=e.IBV_QPT_RAW_PACKET, comp_mask=mask, pd=pd,
+                                hash_conf=conf, ind_table=table))
+    fa = FlowAttr(num_of_specs=2, flags=DONT_TRAP)
+    fa.specs.append(Ipv4ExtSpec(dst_ip=args.ip))
+    fa.specs.append(TcpUdpSpec(e.IBV_FLOW_SPEC_UDP, dst_port=RSS_PORT + 1))
+    flow = Flow(qp, fa)
+    check(len(rings) == 1, f"creating a WQ mapped one ring ({[hex(a) for a, _ in rings]})")
+    if len(rings) != 1:
+        return
+    producer = ctypes.c_uint32.from_address(rings[0][0])
+    posted = producer.value
+    producer.value = (posted + (1 << 30)) & 0xffffffff
+    efd = async_event_fd()
+    drops0 = counter(args.dev, "raw_rx_drop")
+    peer.send(udp_frame(mine, theirs, "198.51.100.9", args.ip, 4000, RSS_PORT + 1, b"g" * 64))
+    event = None
+    if efd is not None and select.select([efd], [], [], 3.0)[0]:
+        # pyverbs acknowledges the event itself.
+        event = ctx.get_async_event().event_type
+    got = poll(cq, 4, timeout=1.0)
+    drops = counter(args.dev, "raw_rx_drop") - drops0
+    check(posted == 4 and not got and drops == 1,
+          f"a frame for a WQ whose producer index user space moved from {posted} to 2^30 past it: "
+          f"dropped and counted in raw_rx_drop (+{drops}), no completion ({got})")
+    check(event == e.IBV_EVENT_WQ_FATAL,
+          f"the context gets IBV_EVENT_WQ_FATAL (event {event}, async fd {efd})")
+    good, how = refused(22, lambda: wq.modify(WQAttr(attr_mask=e.IBV_WQ_ATTR_STATE,
+                                                     wq_state=e.IBV_WQS_RDY)))
+    check(good, f"the WQ is in ERR: RDY is refused with EINVAL ({how})")
+    try:
+        wq.modify(WQAttr(attr_mask=e.IBV_WQ_ATTR_STATE, wq_state=e.IBV_WQS_RESET))
+        check(True, "and RESET is taken")
+    except PyverbsRDMAError as err:
+        check(False, f"and RESET is taken ({err})")
+    for o in (flow, qp, table, wq, mr, cq):
         o.close()
 
 

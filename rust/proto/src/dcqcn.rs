@@ -51,19 +51,86 @@ pub struct Params {
 
 impl Params {
     /// The paper's constants with ConnectX's increase steps, for a link of
-    /// `line_kbps`.
+    /// `line_kbps` ([`Knobs::DEFAULT`]).
     pub const fn new(line_kbps: u64) -> Params {
+        Params::tuned(line_kbps, &Knobs::DEFAULT)
+    }
+}
+
+/// The reaction point's tunable constants as an administrator set them
+/// (roxe's `dcqcn_*` module parameters), not yet checked: see
+/// [`Params::tuned`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// The rate-increase timer, us ([`Params::increase_period_us`]).
+    pub time_reset_us: u32,
+    /// Additive increase, kbit/s.
+    pub ai_rate_kbps: u32,
+    /// Hyper increase, kbit/s.
+    pub hai_rate_kbps: u32,
+    /// The floor, kbit/s.
+    pub min_rate_kbps: u32,
+    /// Bytes per byte-counter stage.
+    pub byte_reset: u32,
+    /// Stages of fast recovery (F).
+    pub threshold: u32,
+    /// Alpha's gain as a shift.
+    pub g_shift: u32,
+    /// Alpha's decay period, us.
+    pub alpha_period_us: u32,
+    /// At most one cut per this many us.
+    pub reduce_period_us: u32,
+}
+
+impl Knobs {
+    /// The values of [`Params::new`].
+    pub const DEFAULT: Knobs = Knobs {
+        time_reset_us: 300,
+        ai_rate_kbps: 5_000,
+        hai_rate_kbps: 50_000,
+        min_rate_kbps: 1_000,
+        byte_reset: 10 << 20,
+        threshold: 5,
+        g_shift: 8,
+        alpha_period_us: 55,
+        reduce_period_us: 50,
+    };
+}
+
+impl Params {
+    /// The constants for a link of `line_kbps` as `k` sets them, bounded
+    /// so that no setting breaks the arithmetic: alpha's gain between 1/2
+    /// and 1/65536 (a shift of 1 to 16), and a floor of at least 1 kbit/s
+    /// and at most the line. A period of 0 turns its mechanism off (no
+    /// timer stages, no alpha decay, no byte stages) or, for the cut
+    /// period, lets every CNP cut.
+    pub const fn tuned(line_kbps: u64, k: &Knobs) -> Params {
+        let g = if k.g_shift < 1 {
+            1
+        } else if k.g_shift > 16 {
+            16
+        } else {
+            k.g_shift
+        };
+        let min = k.min_rate_kbps as u64;
+        let min = if min < 1 {
+            1
+        } else if min > line_kbps {
+            line_kbps
+        } else {
+            min
+        };
         Params {
             line_kbps,
-            min_kbps: 1_000,
-            ai_kbps: 5_000,
-            hai_kbps: 50_000,
-            g_shift: 8,
-            alpha_period_us: 55,
-            increase_period_us: 300,
-            byte_reset: 10 << 20,
-            threshold: 5,
-            decrease_period_us: 50,
+            min_kbps: min,
+            ai_kbps: k.ai_rate_kbps as u64,
+            hai_kbps: k.hai_rate_kbps as u64,
+            g_shift: g,
+            alpha_period_us: k.alpha_period_us as u64,
+            increase_period_us: k.time_reset_us as u64,
+            byte_reset: k.byte_reset as u64,
+            threshold: k.threshold,
+            decrease_period_us: k.reduce_period_us as u64,
         }
     }
 }
@@ -467,7 +534,89 @@ mod tests {
         ]
     }
 
+    #[test]
+    fn the_defaults_are_the_papers() {
+        let p = Params::new(LINE);
+        assert_eq!(
+            (
+                p.min_kbps,
+                p.ai_kbps,
+                p.hai_kbps,
+                p.g_shift,
+                p.alpha_period_us
+            ),
+            (1_000, 5_000, 50_000, 8, 55)
+        );
+        assert_eq!(
+            (
+                p.increase_period_us,
+                p.byte_reset,
+                p.threshold,
+                p.decrease_period_us
+            ),
+            (300, 10 << 20, 5, 50)
+        );
+    }
+
+    fn knobs() -> impl Strategy<Value = Knobs> {
+        let any = || {
+            prop_oneof![
+                Just(0u32),
+                Just(1u32),
+                Just(u32::MAX),
+                any::<u32>(),
+                0u32..100_000
+            ]
+        };
+        (
+            any(),
+            any(),
+            any(),
+            any(),
+            any(),
+            any(),
+            any(),
+            any(),
+            any(),
+        )
+            .prop_map(|(a, b, c, d, e, f, g, h, i)| Knobs {
+                time_reset_us: a,
+                ai_rate_kbps: b,
+                hai_rate_kbps: c,
+                min_rate_kbps: d,
+                byte_reset: e,
+                threshold: f,
+                g_shift: g,
+                alpha_period_us: h,
+                reduce_period_us: i,
+            })
+    }
+
     proptest! {
+        /// Whatever an administrator writes, the machine neither overflows
+        /// (the host tests build with overflow checks) nor leaves its
+        /// bounds.
+        #[test]
+        fn any_tuning_keeps_the_arithmetic_sound(k in knobs(), evs in proptest::collection::vec(ev(), 1..200)) {
+            let p = Params::tuned(LINE, &k);
+            prop_assert!((1..=16).contains(&p.g_shift));
+            prop_assert!(p.min_kbps >= 1 && p.min_kbps <= LINE);
+            let mut r = Rate::new(&p);
+            let mut now = 0u64;
+            for e in evs {
+                match e {
+                    Ev::Cnp(d) => { now += d; r.on_cnp(&p, now); }
+                    Ev::Sent(d, b) => { now += d; r.sent(&p, b, now); }
+                    Ev::Tick(d) => { now += d; r.advance(&p, now); }
+                }
+                prop_assert!(r.rate_kbps() >= p.min_kbps && r.rate_kbps() <= p.line_kbps);
+                prop_assert!(r.alpha() <= ALPHA_ONE);
+                // The sends here do not wait their turn, so the schedule
+                // runs ahead without bound; asking must still not overflow.
+                let _ = r.wait_us(&p, now, 1000);
+            }
+        }
+
         #[test]
         fn rates_stay_between_the_floor_and_the_line(evs in proptest::collection::vec(ev(), 1..300)) {
             let p = p();

@@ -30,23 +30,10 @@ const LINE_KBPS: u64 = 100_000_000;
 const DEFAULTS: Params = Params::new(LINE_KBPS);
 
 /// The reaction point's constants now: the `dcqcn_*` module parameters,
-/// bounded so that none breaks the arithmetic (alpha's gain between 1/2
-/// and 1/65536, a floor of at least 1 kbit/s and at most the line). Read
-/// on every use, so a change applies to every QP at once.
+/// bounded ([`Params::tuned`]). Read on every use, so a change applies to
+/// every QP at once.
 fn params() -> Params {
-    let k = crate::rdma::tunables::dcqcn();
-    Params {
-        line_kbps: LINE_KBPS,
-        min_kbps: u64::from(k.min_rate_kbps).clamp(1, LINE_KBPS),
-        ai_kbps: u64::from(k.ai_rate_kbps),
-        hai_kbps: u64::from(k.hai_rate_kbps),
-        g_shift: k.g_shift.clamp(1, 16),
-        alpha_period_us: u64::from(k.alpha_period_us),
-        increase_period_us: u64::from(k.time_reset_us),
-        byte_reset: u64::from(k.byte_reset),
-        threshold: k.threshold,
-        decrease_period_us: u64::from(k.reduce_period_us),
-    }
+    Params::tuned(LINE_KBPS, &crate::rdma::tunables::dcqcn())
 }
 
 /// One QP's congestion state.
