@@ -649,6 +649,11 @@ void roxe_timer_arm(struct timer_list *t, unsigned int msecs)
 	mod_timer(t, jiffies + msecs_to_jiffies(msecs));
 }
 
+void roxe_timer_reduce(struct timer_list *t, unsigned int msecs)
+{
+	timer_reduce(t, jiffies + msecs_to_jiffies(msecs));
+}
+
 void roxe_timer_shutdown_sync(struct timer_list *t)
 {
 	timer_shutdown_sync(t);
@@ -962,15 +967,36 @@ unsigned int *roxe_fail_srq_init(void)
  * Knobs::DEFAULT), sized for 100 Gbit/s links.
  */
 static struct roxe_dcqcn_knobs roxe_dcqcn = {
-	.time_reset_us = 300,
-	.ai_rate_kbps = 5000,
-	.hai_rate_kbps = 50000,
-	.min_rate_kbps = 1000,
-	.byte_reset = 10 << 20,
-	.threshold = 5,
-	.g_shift = 8,
-	.alpha_period_us = 55,
-	.reduce_period_us = 50,
+	.time_reset_us = ROXE_DCQCN_TIME_RESET_US,
+	.ai_rate_kbps = ROXE_DCQCN_AI_RATE_KBPS,
+	.hai_rate_kbps = ROXE_DCQCN_HAI_RATE_KBPS,
+	.min_rate_kbps = ROXE_DCQCN_MIN_RATE_KBPS,
+	.byte_reset = ROXE_DCQCN_BYTE_RESET,
+	.threshold = ROXE_DCQCN_THRESHOLD,
+	.g_shift = ROXE_DCQCN_G_SHIFT,
+	.alpha_period_us = ROXE_DCQCN_ALPHA_PERIOD_US,
+	.reduce_period_us = ROXE_DCQCN_REDUCE_PERIOD_US,
+};
+
+/* Writes out of range get -EINVAL, so sysfs shows what applies. */
+static int roxe_set_g_shift(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, ROXE_DCQCN_G_SHIFT_MAX);
+}
+
+static const struct kernel_param_ops roxe_g_shift_ops = {
+	.set = roxe_set_g_shift,
+	.get = param_get_uint,
+};
+
+static int roxe_set_min_rate(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, ROXE_DCQCN_LINE_KBPS);
+}
+
+static const struct kernel_param_ops roxe_min_rate_ops = {
+	.set = roxe_set_min_rate,
+	.get = param_get_uint,
 };
 module_param_named(dcqcn_time_reset_us, roxe_dcqcn.time_reset_us, uint, 0644);
 MODULE_PARM_DESC(dcqcn_time_reset_us, "DCQCN: rate increase timer, us (0: no timer stages)");
@@ -978,13 +1004,13 @@ module_param_named(dcqcn_ai_rate_kbps, roxe_dcqcn.ai_rate_kbps, uint, 0644);
 MODULE_PARM_DESC(dcqcn_ai_rate_kbps, "DCQCN: additive increase of the target rate, kbit/s");
 module_param_named(dcqcn_hai_rate_kbps, roxe_dcqcn.hai_rate_kbps, uint, 0644);
 MODULE_PARM_DESC(dcqcn_hai_rate_kbps, "DCQCN: hyper increase of the target rate, kbit/s");
-module_param_named(dcqcn_min_rate_kbps, roxe_dcqcn.min_rate_kbps, uint, 0644);
-MODULE_PARM_DESC(dcqcn_min_rate_kbps, "DCQCN: the lowest rate a cut reaches, kbit/s (at least 1)");
+module_param_cb(dcqcn_min_rate_kbps, &roxe_min_rate_ops, &roxe_dcqcn.min_rate_kbps, 0644);
+MODULE_PARM_DESC(dcqcn_min_rate_kbps, "DCQCN: the lowest rate a cut reaches, kbit/s (1 to the line, 10^8)");
 module_param_named(dcqcn_byte_reset, roxe_dcqcn.byte_reset, uint, 0644);
 MODULE_PARM_DESC(dcqcn_byte_reset, "DCQCN: bytes per byte-counter stage (0: no byte stages)");
 module_param_named(dcqcn_threshold, roxe_dcqcn.threshold, uint, 0644);
 MODULE_PARM_DESC(dcqcn_threshold, "DCQCN: stages of fast recovery before additive increase (F)");
-module_param_named(dcqcn_g_shift, roxe_dcqcn.g_shift, uint, 0644);
+module_param_cb(dcqcn_g_shift, &roxe_g_shift_ops, &roxe_dcqcn.g_shift, 0644);
 MODULE_PARM_DESC(dcqcn_g_shift, "DCQCN: alpha's gain g = 1/2^g_shift (1 to 16)");
 module_param_named(dcqcn_alpha_period_us, roxe_dcqcn.alpha_period_us, uint, 0644);
 MODULE_PARM_DESC(dcqcn_alpha_period_us, "DCQCN: alpha decays once per this many us without a CNP (0: never)");

@@ -84,6 +84,7 @@ bool roxe_skb_multicast_frame(const struct sk_buff *skb);
 
 void roxe_timer_setup(struct timer_list *t, void (*fn)(struct timer_list *));
 void roxe_timer_arm(struct timer_list *t, unsigned int msecs);
+void roxe_timer_reduce(struct timer_list *t, unsigned int msecs);
 void roxe_timer_shutdown_sync(struct timer_list *t);
 unsigned int roxe_timer_tick_usecs(void);
 
@@ -132,7 +133,23 @@ unsigned int *roxe_fail_qp_table(void);
 unsigned int *roxe_fail_cq_init(void);
 unsigned int *roxe_fail_srq_init(void);
 
-/* DCQCN reaction point tunables: module parameters, read on every use. */
+/*
+ * DCQCN reaction point tunables: module parameters, read on every use.
+ * The defaults; rust/rdma/tunables.rs checks them against rust/proto's
+ * Knobs::DEFAULT at build time.
+ */
+#define ROXE_DCQCN_TIME_RESET_US 300
+#define ROXE_DCQCN_AI_RATE_KBPS 5000
+#define ROXE_DCQCN_HAI_RATE_KBPS 50000
+#define ROXE_DCQCN_MIN_RATE_KBPS 1000
+#define ROXE_DCQCN_BYTE_RESET (10 << 20)
+#define ROXE_DCQCN_THRESHOLD 5
+#define ROXE_DCQCN_G_SHIFT 8
+#define ROXE_DCQCN_ALPHA_PERIOD_US 55
+#define ROXE_DCQCN_REDUCE_PERIOD_US 50
+/* The bounds writes to two of them must keep. */
+#define ROXE_DCQCN_G_SHIFT_MAX 16
+#define ROXE_DCQCN_LINE_KBPS 100000000
 struct roxe_dcqcn_knobs {
 	unsigned int time_reset_us;
 	unsigned int ai_rate_kbps;

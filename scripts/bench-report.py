@@ -34,7 +34,7 @@ versions, the boots), "settings", "measurements" (every sample), "summary"
 MTU per netdev MTU, from ibv_devinfo), "profiles" and "missing". Each
 measurement has cpus, mtu, qps, round, step, driver, test, kind (bw, lat or
 tcp), size (bytes), iters (per QP; perftest's -n), attempt (2 or 3 if perftest's clock
-calibration or the CM's start failed before), bytes moved, and as they apply:
+calibration or the CM's start failed before, or an rxe or siw run failed), bytes moved, and as they apply:
 bw_mib_s and bw_peak_mib_s (MiB/s: perftest's "MB/sec" is 2^20 bytes per
 second; iperf3's rate is converted to the same unit), bw_window_mib_s (the
 bytes over the client's whole run, start-up included: a lower bound that

@@ -591,6 +591,14 @@ impl<T: Driver> Qp<T> {
         }
     }
 
+    /// Has the driver's timer fire within `msecs` milliseconds, without
+    /// putting off a sooner expiry ([`crate::sync::timer::Timer::arm_by`]).
+    pub(crate) fn arm_timer_by(&self, msecs: u32) {
+        if let Some(t) = self.qp_timer() {
+            t.timer().arm_by(msecs);
+        }
+    }
+
     /// # Safety
     ///
     /// Only the RDMA core calls this, through the ops table of a device registered with this

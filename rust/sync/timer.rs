@@ -125,6 +125,16 @@ impl<T> Timer<T> {
         unsafe { bindings::roxe_timer_arm(self.raw.get(), msecs) };
     }
 
+    /// Has the timer fire in `msecs` milliseconds at the latest: starts it
+    /// if it is idle, brings it forward if it would fire later, and
+    /// leaves it alone if it fires sooner. After
+    /// [`Timer::shutdown_sync`] this does nothing.
+    pub(crate) fn arm_by(&self, msecs: u32) {
+        // SAFETY: By the type invariant the timer is set up; after a
+        // shutdown `timer_reduce` is a no-op.
+        unsafe { bindings::roxe_timer_reduce(self.raw.get(), msecs) };
+    }
+
     /// Waits for a running callback and keeps the timer from firing or
     /// being armed again. Must not be called from the callback.
     pub(crate) fn shutdown_sync(&self) {

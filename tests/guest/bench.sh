@@ -45,8 +45,11 @@
 # perftest's column header and result row, or iperf3's bytes and seconds).
 # scripts/bench-report.py turns them into the results. Every run is bounded
 # by ROXE_BENCH_RUN_LIMIT seconds; a run that fails fails the script, but
-# the other steps still happen. After two timeouts in a row a driver's
-# remaining runs in this boot are skipped (and so reported missing).
+# the other steps still happen. A failed run of rxe or siw (the
+# yardsticks) is done again, up to three attempts; roxe's only after
+# perftest's clock or CM start-up races (see `measure`).
+# After two timed-out attempts in a row a driver's remaining runs in this
+# boot are skipped (and so reported missing).
 #
 # Settings (scripts/bench writes them into the script it hands the guests):
 #   ROXE_BENCH_PLAN       the plan file
@@ -159,7 +162,10 @@ serve() {
 	snap s0
 	say "ready-$tag"
 	while kill -0 "$pid" 2>/dev/null; do
-		if heard "cdone-$tag"; then
+		if [ -e "$ROXE_SHARED/retry-$tag.2" ]; then
+			# The client gave up on this attempt: nothing will come.
+			stop_job "$pid"
+		elif heard "cdone-$tag"; then
 			grace=$((grace + 1))
 			if [ $grace -gt 300 ]; then
 				echo "note: $tag: the server still ran 30 s after its client ended; stopping it"
@@ -190,9 +196,9 @@ serve() {
 # signals cdone-TAG and waits for the server's sdone-TAG.
 client() {
 	local tag=$1 s0 s1; shift
-	log=$ROXE_OUT/$tag-client.log win=
+	log=$ROXE_OUT/$tag-client.log win= noready=0
 	if ! await "ready-$tag" $((limit + 60)); then
-		rc=1
+		rc=1 noready=1
 		echo "the server never signalled ready-$tag" >"$log"
 		return
 	fi
@@ -399,7 +405,11 @@ measure() {
 		# siw's ib_read_bw sometimes stalls until the limit and ends in
 		# flushed completions (seen in CI and here). A failed run of theirs
 		# is done again, up to twice, and says so; a failed roxe run fails.
-		if [ "$drv" != roxe ] && [ "$attempt" != 3 ] && { [ "$rc" != 0 ] || [ -z "$result" ]; }; then
+		# Not when the guests are out of step (no ready), and not after two
+		# timed-out attempts in a row: each costs the whole limit.
+		if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then timeouts=$((timeouts + 1)); else timeouts=0; fi
+		if [ "$drv" != roxe ] && [ "$attempt" != 3 ] && [ "$noready" = 0 ] &&
+			{ [ "$rc" != 0 ] || [ -z "$result" ]; } && [ $timeouts -lt 2 ]; then
 			echo "note: $name (exit $rc) failed; once more, as for any run of a driver other than roxe:"
 			tail -8 "$log" | sed 's/^/    /'
 			say "retry-$tag"
@@ -408,9 +418,8 @@ measure() {
 		fi
 		report "r$round $name$([ "$attempt" = 1 ] || echo " (attempt $attempt)")" \
 			"$at run=$name attempt=$attempt $fields" "$header" "$result" "${cmd[@]}" "$ROXE_PEER_IP"
-		if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then timeouts=$((timeouts + 1)); else timeouts=0; fi
 		if [ $timeouts -ge 2 ]; then
-			fail "$drv: two runs in a row timed out; skipping its other runs"
+			fail "$drv: two attempts in a row timed out; skipping its other runs"
 			say "skip-$drv"
 		fi
 		client_end "$tag"

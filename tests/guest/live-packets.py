@@ -77,7 +77,8 @@ dropped as rx_drop_length and takes no receive.
 Pacing (issue 17). A QP that receives a stream of CNPs from its peer
 sends a 16-packet RDMA WRITE spread over at least 30 ms and five times
 the time the same WRITE takes from a QP without CNPs (kernel receive
-stamps at the peer's end of the wire).
+stamps at the peer's end of the wire); and likewise the 16 read
+responses to eight RDMA READ requests the peer sends at once.
 
 Prints `ok   ...` or `FAIL ...` per check, then `live-packets: N ok, M
 failed`; the exit status is 0 only if every check passed.
@@ -88,6 +89,7 @@ import importlib.util
 import mmap
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -275,9 +277,9 @@ class Victim:
         self.qps = []
 
     def qp(self, access, max_dest_rd_atomic=4, dgid=None, timeout=20, retry_cnt=7, rnr_retry=7,
-           sq_psn=PSN):
+           sq_psn=PSN, rq_psn=PSN):
         """An RC QP in RTS whose peer is PEER_QPN at the peer's address (or
-        at `dgid`), sending from `sq_psn`. The default timeout, about 4 s,
+        at `dgid`), sending from `sq_psn` and expecting `rq_psn`. The default timeout, about 4 s,
         keeps the QP from retrying while the script takes its time."""
         cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
         qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
@@ -287,7 +289,7 @@ class Victim:
         qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
         a = QPAttr(qp_state=e.IBV_QPS_RTR, port_num=1, path_mtu=e.IBV_MTU_1024)
         a.dest_qp_num = PEER_QPN
-        a.rq_psn = PSN
+        a.rq_psn = rq_psn
         a.max_dest_rd_atomic = max_dest_rd_atomic
         a.min_rnr_timer = 1
         a.ah_attr = AHAttr(port_num=1, is_global=1,
@@ -1243,10 +1245,11 @@ def xrc(v, w, check):
         f.close()
 
 
-def stamped_packets(w, psns, timeout=5.0):
+def stamped_packets(w, psns, timeout=5.0, responses=False):
     """A fresh packet socket on the peer's end of the wire; returns a
     function that collects, for each PSN in `psns`, the kernel's receive
-    stamp (seconds) of the first request packet to PEER_QPN with that PSN,
+    stamp (seconds) of the first request packet (or read response, with
+    `responses`) to PEER_QPN with that PSN,
     until all came or `timeout` passed. Outgoing frames (the peer's own)
     are not queued on it."""
     rx = bp.socket_in(w.netns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -1276,7 +1279,8 @@ def stamped_packets(w, psns, timeout=5.0):
             roce = ip[ihl + 8:]
             qpn = struct.unpack("!I", roce[4:8])[0] & 0xffffff
             psn = struct.unpack("!I", roce[8:12])[0] & 0xffffff
-            if qpn != PEER_QPN or psn not in want or psn in got or roce[0] >= 0x0d:
+            kind = roce[0] in READ_RESPONSES if responses else roce[0] < 0x0d
+            if qpn != PEER_QPN or psn not in want or psn in got or not kind:
                 continue
             stamp = None
             for level, kind, raw in anc:
@@ -1304,62 +1308,16 @@ def dcqcn_rate(dev, qpn):
     return None
 
 
-def pacing(v, w, check):
-    """Issue 17: a QP slows down on CNPs. The peer sends one QP a stream of
-    CNPs (what a switch queue that marks every packet would make the far
-    end send) while the QP does a 16-packet RDMA WRITE; the same WRITE from
-    a QP without CNPs is the yardstick. Paced, the packets must spread out
-    in time: with the rate at DCQCN's floor (1 Mbit/s) a 1 KiB packet
-    takes about 9 ms. The CNPs come from a forked process, so that this
-    one is free to post and collect; the packets are timed by the kernel's
-    receive stamps at the peer's end of the wire. Meanwhile DCQCN's rate
-    increase timer (module parameter dcqcn_time_reset_us) is 100 ms, not
-    300 us; a second after, at 300 us again, the rate must have climbed
-    back. This process sleeps
-    while the packets go out: in a one-vCPU guest, each pause of the CNP
-    stream longer than DCQCN's recovery stages (1.5 ms) lets the rate
-    climb back by megabits."""
-    n, length = 16, 16 * MTU
-    mr = MR(v.pd, length, LW)
-
-    def write(qp, base):
-        collect = stamped_packets(w, range(base, base + n))
-        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(mr.buf, length, mr.lkey)])
-        wr.set_wr_rdma(0x1234, 0x10000)
-        qp.post_send(wr)
-        # 16 packets at the floor rate take 140 ms.
-        got = collect(0.6)
-        stamps = sorted(got.values())
-        print(f"     (PSN {base:#x}: gaps in ms "
-              f"{[round((b - a) * 1e3, 2) for a, b in zip(stamps, stamps[1:])]})")
-        return len(got), (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
-
-    free = v.qp(LW, sq_psn=0x4000)
-    w.drain()
-    got_a, span_a = write(free, 0x4000)
-
-    # DCQCN gives a cut back in 300 us stages. Under TCG a guest can go
-    # unscheduled for milliseconds (another guest on the host's cores), and
-    # the stages of such a gap come all at once when it ends: with the
-    # default timer a busy host made the rate climb back between CNPs. A
-    # stage per 100 ms keeps the test about pacing.
-    knob = "/sys/module/roxe/parameters/dcqcn_time_reset_us"
-    with open(knob) as f:
-        default = f.read().strip()
-    with open(knob, "w") as f:
-        f.write("100000")
-
-    paced = v.qp(LW, sq_psn=0x8000)
-    w.drain()
-    cnp = w.pk.make(bp.bth(CNP, paced.qp_num, psn=0, pad=0) + bytes(16))
-    before = w.counters.read()
+def cnp_stream(w, qpn):
+    """Forks a process that sends QP `qpn` a CNP from the peer every
+    100 us, busy-waiting between them, for at most 20 s; returns a function
+    that stops it. Flat out, the receive softirq falls behind and moves to
+    ksoftirqd, which then takes the CNPs in bursts a scheduler slice apart,
+    and between the bursts DCQCN recovers."""
+    cnp = w.pk.make(bp.bth(CNP, qpn, psn=0, pad=0) + bytes(16))
     child = os.fork()
-    if child == 0:  # the stream, until the parent stops it or 20 s pass
+    if child == 0:
         try:
-            # One CNP per 100 us, busy-waiting between them. Flat out, the
-            # receive softirq falls behind and moves to ksoftirqd, which
-            # then takes the CNPs in bursts a scheduler slice apart, and
-            # between the bursts DCQCN recovers.
             now = time.monotonic()
             end, nxt = now + 20, now
             while nxt < end:
@@ -1369,17 +1327,109 @@ def pacing(v, w, check):
                     pass
         finally:
             os._exit(0)
-    try:
-        time.sleep(0.5)
-        got_b, span_b = write(paced, 0x8000)
-        # Sampled after the WRITE: `rdma` takes the CPU from the stream.
-        rate = dcqcn_rate(v.dev, paced.qp_num)
-    finally:
+
+    def stop():
         os.kill(child, 9)
         os.waitpid(child, 0)
+    return stop
+
+
+def spread(base, got):
+    """(how many, first to last in seconds) of `got`'s stamps, printing the
+    gaps between them."""
+    stamps = sorted(got.values())
+    print(f"     (PSN {base:#x}: gaps in ms "
+          f"{[round((b - a) * 1e3, 2) for a, b in zip(stamps, stamps[1:])]})")
+    return len(got), (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
+
+
+def pacing(v, w, check):
+    """Issue 17: a QP slows down on CNPs. The peer sends one QP a stream of
+    CNPs (what a switch queue that marks every packet would make the far
+    end send) while the QP does a 16-packet RDMA WRITE; the same WRITE from
+    a QP without CNPs is the yardstick. Paced, the packets must spread out
+    in time: with the rate at DCQCN's floor (1 Mbit/s) a 1 KiB packet
+    takes about 9 ms. Then the same for a QP's read responses: the peer
+    sends eight 2-packet RDMA READ requests at once to a QP under a CNP
+    stream, and to one without. The CNPs come from a forked process, so
+    that this one is free to post and collect; the packets are timed by
+    the kernel's receive stamps at the peer's end of the wire. Meanwhile
+    DCQCN's rate increase timer (module parameter dcqcn_time_reset_us) is
+    100 ms, not 300 us; a second after, at 300 us again, the rate must
+    have climbed back. This process sleeps while the packets go out: in a
+    one-vCPU guest, each pause of the CNP stream longer than DCQCN's
+    recovery stages (1.5 ms) lets the rate climb back by megabits."""
+    n, length = 16, 16 * MTU
+    mr = MR(v.pd, length, LW | RR)
+
+    def write(qp, base):
+        collect = stamped_packets(w, range(base, base + n))
+        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(mr.buf, length, mr.lkey)])
+        wr.set_wr_rdma(0x1234, 0x10000)
+        qp.post_send(wr)
+        # 16 packets at the floor rate take 140 ms.
+        return spread(base, collect(0.6))
+
+    def read(qp, base):
+        collect = stamped_packets(w, range(base, base + n), responses=True)
+        for i in range(n // 2):
+            w.send(qp.qp_num, READ_REQUEST, base + 2 * i,
+                   bp.reth(mr.buf + 2 * MTU * i, mr.rkey, 2 * MTU))
+        return spread(base, collect(0.6))
+
+    # The yardsticks run under the same CNP stream, for a third QP that
+    # sends nothing: the stream's load on the vCPU is the same, only the
+    # CNPs' target differs.
+    idle = v.qp(LW)
+    free = v.qp(LW, sq_psn=0x4000)
+    free_r = v.qp(LW | RR, rq_psn=0x6000)
+    w.drain()
+    stop = cnp_stream(w, idle.qp_num)
+    try:
+        time.sleep(0.5)
+        got_a, span_a = write(free, 0x4000)
+        got_ra, span_ra = read(free_r, 0x6000)
+    finally:
+        stop()
+
+    # DCQCN gives a cut back in 300 us stages. Under TCG a guest can go
+    # unscheduled for milliseconds (another guest on the host's cores), and
+    # the stages of such a gap come all at once when it ends: with the
+    # default timer a busy host made the rate climb back between CNPs. A
+    # stage per 100 ms keeps the test about pacing.
+    knob = "/sys/module/roxe/parameters/dcqcn_time_reset_us"
+    with open(knob) as f:
+        default = f.read().strip()
+    paced = v.qp(LW, sq_psn=0x8000)
+    paced_r = v.qp(LW | RR, rq_psn=0xa000)
+    w.drain()
+    before = w.counters.read()
+    with open(knob, "w") as f:
+        f.write("100000")
+    try:
+        stop = cnp_stream(w, paced.qp_num)
+        try:
+            time.sleep(0.5)
+            got_b, span_b = write(paced, 0x8000)
+            # Sampled after the WRITE: `rdma` takes the CPU from the stream.
+            rate = dcqcn_rate(v.dev, paced.qp_num)
+        finally:
+            stop()
+        stop = cnp_stream(w, paced_r.qp_num)
+        try:
+            time.sleep(0.5)
+            got_rb, span_rb = read(paced_r, 0xa000)
+            rate_r = dcqcn_rate(v.dev, paced_r.qp_num)
+        finally:
+            stop()
+    finally:
         with open(knob, "w") as f:
             f.write(default)
+    with open(knob) as f:
+        restored = f.read().strip()
+    check(restored == default, f"{knob} is back at {default} ({restored})")
     cuts = counted(w, before, "rp_cnp_handled")
+    kept = counted(w, before, "resp_paced")
     check(got_a == n and got_b == n,
           f"both WRITEs' {n} packets reach the peer (without CNPs {got_a}, with {got_b})")
     check(cuts >= 10 and rate is not None and rate < 100_000,
@@ -1388,12 +1438,21 @@ def pacing(v, w, check):
     check(span_b >= 0.03 and span_b >= 5 * span_a,
           f"paced, the WRITE's packets spread out: {n} packets over {span_b * 1e3:.1f} ms with "
           f"CNPs, {span_a * 1e3:.1f} ms without (at least 30 ms and 5 times as long)")
+    check(got_ra == n and got_rb == n,
+          f"both QPs send all {n} read responses (without CNPs {got_ra}, with {got_rb})")
+    check(rate_r is not None and rate_r < 100_000 and kept >= 1,
+          f"the responder's rate is cut too: dcqcn_rate_kbps {rate_r}; requests kept for it: "
+          f"resp_paced +{kept}")
+    check(span_rb >= 0.03 and span_rb >= 5 * span_ra,
+          f"paced, the read responses spread out: {n} over {span_rb * 1e3:.1f} ms with CNPs, "
+          f"{span_ra * 1e3:.1f} ms without (at least 30 ms and 5 times as long)")
     # With the default timer back and no CNPs, the rate recovers.
     time.sleep(1.0)
     later = dcqcn_rate(v.dev, paced.qp_num)
-    check(default == "300" and rate is not None and later is not None and later > 10 * rate,
-          f"a second after the last CNP, with {knob} back at {default} us, the rate climbs back: "
-          f"{rate} then {later} kbit/s")
+    # At 100 ms stages a second would give back only tens of Mbit/s.
+    check(rate is not None and later is not None and later >= 1_000_000,
+          f"a second after the last CNP, with {knob} back at {default} us, the rate climbs back "
+          f"past 1 Gbit/s: {rate} then {later} kbit/s")
     while v.cq.poll(1)[0]:
         pass
 
@@ -1411,12 +1470,17 @@ def main():
     ap.add_argument("--skip", action="append", metavar="PART", default=[],
                     help="leave this part out (may be repeated)")
     args = ap.parse_args()
+    parts = (addresses, duplicate_reads, atomic_replays, stale_naks, requester_acks,
+             retry_timer, blocked_wqe, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu,
+             multicast, xrc, pacing)
+    names = {p.__name__ for p in parts}
+    unknown = (set(args.only or []) | set(args.skip)) - names
+    if unknown:
+        ap.error(f"no such part: {', '.join(sorted(unknown))} (parts: {', '.join(sorted(names))})")
     check = Checks()
     w = Wire(args.ip, args.peer, args.netns, args.peer_if, args.dev, 1)
     v = Victim(args.dev, args.gid_index, args.peer)
-    for part in (addresses, duplicate_reads, atomic_replays, stale_naks, requester_acks,
-                 retry_timer, blocked_wqe, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu, multicast,
-                 xrc, pacing):
+    for part in parts:
         if (args.only and part.__name__ not in args.only) or part.__name__ in args.skip:
             continue
         try:
@@ -1424,8 +1488,15 @@ def main():
         except Exception as err:  # a failed verb ends the part, not the run
             check(False, f"{part.__name__}: {type(err).__name__}: {err}")
     print(f"live-packets: {check.ok} ok, {check.failed} failed")
-    return 0 if check.failed == 0 else 1
+    return 0 if check.failed == 0 and check.ok > 0 else 1
+
+
+def on_term(_sig, _frame):
+    # `timeout` sends SIGTERM: unwind, so that `finally` blocks put the
+    # module parameters back.
+    raise SystemExit(124)
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, on_term)
     sys.exit(main())

@@ -353,14 +353,16 @@ def uverbs_mappings():
 
 def async_event_fd():
     """The descriptor of the device context's async events (libibverbs
-    opened it as an anonymous inode), or None."""
+    opened it as an anonymous inode), or None. Only while it is the one
+    such descriptor: completion channels are the same kind of inode."""
+    fds = []
     for name in os.listdir("/proc/self/fd"):
         try:
             if "infinibandevent" in os.readlink(f"/proc/self/fd/{name}"):
-                return int(name)
+                fds.append(int(name))
         except OSError:
             pass
-    return None
+    return fds[0] if len(fds) == 1 else None
 
 
 def garbage_producer(check, args, ctx, pd, peer, mine, theirs):

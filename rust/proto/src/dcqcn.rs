@@ -23,6 +23,29 @@ pub const ALPHA_ONE: u32 = 1024;
 /// two guests, where CNPs come every 0.6 ms).
 const ALPHA_FULL: u32 = 1 << 20;
 
+/// The most decay or increase steps one call takes one at a time, so that
+/// no setting of the tunables makes a call run long.
+const STEPS_MAX: u64 = 4096;
+
+/// [`decay_factor`]'s fixed point: 1.0 is `1 << FACTOR_SHIFT`.
+const FACTOR_SHIFT: u32 = 31;
+
+/// (1 - 2^-`g`)^`k` in 1/2^31ths, by squaring (a product of two factors
+/// is below 2^62).
+fn decay_factor(g: u32, mut k: u64) -> u64 {
+    let one = 1u64 << FACTOR_SHIFT;
+    let mut base = one - (one >> g.min(FACTOR_SHIFT));
+    let mut acc = one;
+    while k > 0 {
+        if k & 1 == 1 {
+            acc = (acc * base) >> FACTOR_SHIFT;
+        }
+        base = (base * base) >> FACTOR_SHIFT;
+        k >>= 1;
+    }
+    acc
+}
+
 /// The reaction point's constants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params {
@@ -241,16 +264,24 @@ impl Rate {
             self.timer_at = now;
             return;
         }
-        if let Some(k) = now
+        match now
             .saturating_sub(self.alpha_at)
             .checked_div(p.alpha_period_us)
         {
-            if k > 0 {
+            // No decay while the period is 0: none is owed later either.
+            None => self.alpha_at = now,
+            Some(0) => {}
+            Some(k) => {
                 // (1 - g)^k; past 16/g periods alpha is below e^-16, a
                 // tenth of its unit.
                 let limit = 16u64 << p.g_shift;
                 if k >= limit {
                     self.alpha = 0;
+                } else if k > STEPS_MAX {
+                    // A small gain over a long gap: in closed form.
+                    let f = decay_factor(p.g_shift, k);
+                    // CAST: below alpha, a u32.
+                    self.alpha = ((u64::from(self.alpha) * f) >> FACTOR_SHIFT) as u32;
                 } else {
                     for _ in 0..k {
                         if self.alpha == 0 {
@@ -263,11 +294,14 @@ impl Rate {
                 self.alpha_at += k * p.alpha_period_us;
             }
         }
-        if let Some(k) = now
+        if p.increase_period_us == 0 {
+            // No timer stages while the period is 0, and none owed later.
+            self.timer_at = now;
+        } else if let Some(k) = now
             .saturating_sub(self.timer_at)
             .checked_div(p.increase_period_us)
         {
-            for _ in 0..k.min(4096) {
+            for _ in 0..k.min(STEPS_MAX) {
                 if self.rc >= p.line_kbps {
                     break;
                 }
@@ -323,11 +357,19 @@ impl Rate {
             self.next_ns = now_ns;
         }
         if self.cut_at.is_some() && p.byte_reset > 0 {
-            self.bytes += bytes;
+            self.bytes = self.bytes.saturating_add(bytes);
+            let mut stages = 0;
             while self.bytes >= p.byte_reset && self.rc < p.line_kbps {
+                if stages == STEPS_MAX {
+                    // A byte count shrunk under a large backlog: the rest
+                    // is forgiven.
+                    self.bytes %= p.byte_reset;
+                    break;
+                }
                 self.bytes -= p.byte_reset;
                 self.bc = self.bc.saturating_add(1);
                 self.increase(p);
+                stages += 1;
             }
         }
     }
@@ -526,6 +568,57 @@ mod tests {
         Tick(u64),
     }
 
+    #[test]
+    fn the_closed_form_decay_agrees_with_the_steps() {
+        // g = 1/2^12 over 5,000 periods: (1 - g)^k = e^-1.22 = 0.295.
+        let f = decay_factor(12, 5_000) as f64 / (1u64 << FACTOR_SHIFT) as f64;
+        assert!((f - 0.2951).abs() < 0.001, "{f}");
+        assert_eq!(decay_factor(8, 0), 1 << FACTOR_SHIFT);
+    }
+
+    /// A byte count set to 1 under a large backlog, and a large gain over a
+    /// long gap, take at most `STEPS_MAX` steps a call (this would take
+    /// 2^32 byte stages and 2^20 decay steps one at a time).
+    #[test]
+    fn a_retuned_machine_takes_bounded_steps() {
+        let mut k = Knobs::DEFAULT;
+        k.threshold = u32::MAX;
+        k.byte_reset = u32::MAX;
+        let p = Params::tuned(LINE, &k);
+        let mut r = Rate::new(&p);
+        r.on_cnp(&p, 1);
+        r.sent(&p, u64::from(u32::MAX) - 1, 2);
+        k.byte_reset = 1;
+        k.g_shift = 16;
+        k.alpha_period_us = 1;
+        let p = Params::tuned(LINE, &k);
+        r.sent(&p, 1, 3);
+        assert!(r.bc as u64 <= STEPS_MAX, "{}", r.bc);
+        let a = r.alpha();
+        r.advance(&p, 3 + 500_000);
+        assert!(r.alpha() < a);
+    }
+
+    /// A period that was 0 owes nothing when it is set again.
+    #[test]
+    fn a_period_off_then_on_owes_no_stages() {
+        let mut k = Knobs::DEFAULT;
+        k.time_reset_us = 0;
+        let p0 = Params::tuned(LINE, &k);
+        let mut r = Rate::new(&p0);
+        r.on_cnp(&p0, 10);
+        let cut = r.rate_kbps();
+        r.advance(&p0, 10_000_000);
+        assert_eq!(r.rate_kbps(), cut);
+        let p = Params::new(LINE);
+        r.advance(&p, 10_000_100);
+        assert_eq!(
+            r.rate_kbps(),
+            cut,
+            "no stage is due 100 us after the timer came back"
+        );
+    }
+
     fn ev() -> impl Strategy<Value = Ev> {
         prop_oneof![
             (0u64..500).prop_map(Ev::Cnp),
@@ -597,19 +690,24 @@ mod tests {
         /// (the host tests build with overflow checks) nor leaves its
         /// bounds.
         #[test]
-        fn any_tuning_keeps_the_arithmetic_sound(k in knobs(), evs in proptest::collection::vec(ev(), 1..200)) {
-            let p = Params::tuned(LINE, &k);
-            prop_assert!((1..=16).contains(&p.g_shift));
-            prop_assert!(p.min_kbps >= 1 && p.min_kbps <= LINE);
-            let mut r = Rate::new(&p);
+        fn any_tuning_keeps_the_arithmetic_sound(
+            ks in proptest::collection::vec(knobs(), 1..4),
+            evs in proptest::collection::vec(ev(), 1..200),
+        ) {
+            // The tunables may change between any two calls.
+            let mut r = Rate::new(&Params::tuned(LINE, &ks[0]));
             let mut now = 0u64;
-            for e in evs {
+            for (i, e) in evs.into_iter().enumerate() {
+                let p = Params::tuned(LINE, &ks[i % ks.len()]);
+                prop_assert!((1..=16).contains(&p.g_shift));
+                prop_assert!(p.min_kbps >= 1 && p.min_kbps <= LINE);
                 match e {
                     Ev::Cnp(d) => { now += d; r.on_cnp(&p, now); }
                     Ev::Sent(d, b) => { now += d; r.sent(&p, b, now); }
                     Ev::Tick(d) => { now += d; r.advance(&p, now); }
                 }
-                prop_assert!(r.rate_kbps() >= p.min_kbps && r.rate_kbps() <= p.line_kbps);
+                // A floor raised after a cut applies from the next cut or stage.
+                prop_assert!(r.rate_kbps() >= 1 && r.rate_kbps() <= p.line_kbps);
                 prop_assert!(r.alpha() <= ALPHA_ONE);
                 // The sends here do not wait their turn, so the schedule
                 // runs ahead without bound; asking must still not overflow.

@@ -98,9 +98,12 @@ pub(crate) enum Event {
     RawRxDrop,
     /// Raw packet QPs: frames handed to the netdev's queue.
     RawTx,
+    /// Responder: requests an RC QP kept while its DCQCN rate held its
+    /// read responses back (a read request, and those behind it).
+    RespPaced,
 }
 
-const EVENTS: usize = 33;
+const EVENTS: usize = 34;
 const PARSE: usize = ParseError::ALL.len();
 const DROPS: usize = Drop::ALL.len();
 /// How many counters a device has.
@@ -142,6 +145,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("raw_rx_frames"),
     c_str!("raw_rx_drop"),
     c_str!("raw_tx_frames"),
+    c_str!("resp_paced"),
     c_str!("rx_drop_parse_too_short"),
     c_str!("rx_drop_parse_unknown_opcode"),
     c_str!("rx_drop_parse_bad_version"),
@@ -161,6 +165,7 @@ pub(crate) const NAMES: [&CStr; COUNT] = [
     c_str!("rx_drop_invalid"),
     c_str!("rx_drop_not_present"),
     c_str!("rx_drop_xrc_srq"),
+    c_str!("rx_drop_paced"),
 ];
 
 /// A device's packet counters.
@@ -313,11 +318,15 @@ pub(crate) enum Drop {
     /// or belongs to another XRC domain than the target QP's; or a packet
     /// inside an XRC SEND naming another SRQ than the message began with.
     XrcSrq,
+    /// A request that came while its RC QP already kept as many requests
+    /// as it may for its rate (`qp::resp` `Park`), or that it had no
+    /// memory to keep: the requester sends it again.
+    Paced,
 }
 
 impl Drop {
     /// All reasons, in counter order.
-    const ALL: [Drop; 13] = [
+    const ALL: [Drop; 14] = [
         Drop::Transport,
         Drop::State,
         Drop::Qkey,
@@ -331,5 +340,6 @@ impl Drop {
         Drop::Invalid,
         Drop::NotPresent,
         Drop::XrcSrq,
+        Drop::Paced,
     ];
 }

@@ -139,7 +139,7 @@ impl Receive for Rx {
             }
             c.event(Event::RxFlushIcrcRxe);
         }
-        let meta = Meta { ip: ip_hdr };
+        let meta = Meta { ip: ip_hdr, roce };
         // Multicast QP number if and only if multicast address; a unicast
         // QP takes only what was sent to this host alone, the multicast QP
         // that or a multicast frame. Neither takes a broadcast, or a packet
@@ -225,6 +225,8 @@ fn receive_cnp(dev: &Device<Roxe>, roce: &[u8], ip_hdr: &[u8], v6: bool, udp: &[
 pub(crate) struct Meta<'a> {
     /// The IP header as received.
     pub(crate) ip: &'a [u8],
+    /// The RoCE packet as received, BTH to ICRC.
+    pub(crate) roce: &'a [u8],
 }
 
 /// Handles a verified packet for QP `qp`.
@@ -259,6 +261,6 @@ fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Re
         // An XRC initiator has no receive side: requests go to targets. A
         // raw packet QP takes frames from its flows, not RoCE packets.
         QpType::XrcIni | QpType::RawPacket => Err(Drop::Transport),
-        _ => respond(qp, &mut st, pkt),
+        _ => respond(qp, &mut st, pkt, meta.roce),
     }
 }

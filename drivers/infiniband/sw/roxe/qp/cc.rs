@@ -20,10 +20,7 @@ use crate::rdma::qp::{Qp, ResAttrs};
 use kernel::c_str;
 use kernel::prelude::*;
 
-/// The rate a QP starts at and returns to, kbit/s: 100 Gbit/s, above what
-/// any link a software device runs on carries, so a QP without CNPs is
-/// never held back.
-const LINE_KBPS: u64 = 100_000_000;
+use crate::rdma::tunables::LINE_KBPS;
 
 /// The defaults, for a QP's first rate (the line rate, whatever the
 /// parameters say).

@@ -126,7 +126,7 @@ pub(crate) struct QpState {
     /// [`self::resp`].
     pub(crate) resp: KBox<Responder>,
     /// UD: datagrams kept until their ODP receive buffer is mapped.
-    pub(crate) ud_park: resp::UdPark,
+    pub(crate) park: resp::Park,
     /// ECN and CNPs ([`self::cc`]).
     pub(crate) cc: cc::Congestion,
 }
@@ -352,7 +352,7 @@ pub(crate) fn create(
         req: ReqState::new(wqe_psns),
         comp: CompState::new(),
         resp: resp::new_responder(crate::tx::wire(init.qp_type))?,
-        ud_park: resp::UdPark::new(),
+        park: resp::Park::new(),
         cc: cc::Congestion::new(),
     };
     let (qp_type, sig_all, xrcd) = (init.qp_type, init.sq_sig_all, init.xrcd);
@@ -614,7 +614,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             st.comp.una = Psn::ZERO;
             // A receive WQE the responder held goes without a completion.
             let _discarded = st.resp.reset();
-            st.ud_park.clear();
+            st.park.clear();
             st.cc = cc::Congestion::new();
         }
         State::Err if cur != State::Err => flush(qp, st),
@@ -745,7 +745,7 @@ fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
         flush_held(qp, xrc.as_deref(), held);
     }
     // Datagrams kept for ODP memory are lost with the QP's receiving.
-    st.ud_park.clear();
+    st.park.clear();
     if let (Some(rq), Some(rcq)) = (&this.rq, qp.recv_cq()) {
         let prod = rq.producer();
         if let Ok(n) = rq.geometry().used(prod, st.rq_consumer) {

@@ -15,7 +15,7 @@
 
 mod recv;
 
-pub(crate) use recv::{land_parked, recv_raw, recv_ud, UdPark};
+pub(crate) use recv::{land_parked, recv_raw, recv_ud, Park};
 
 use self::recv::{pop_queue, push_recv, recv_cqe};
 use super::QpState;
@@ -26,7 +26,7 @@ use crate::limits::MAX_QP_RD_ATOM;
 use crate::proto::access::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::proto::aeth::{NakCode, Syndrome};
 use crate::proto::headers::{self, Aeth, AtomicAckEth, Bth, Ext, Packet, DEFAULT_PKEY};
-use crate::proto::opcode::{Opcode, Transport};
+use crate::proto::opcode::{Opcode, Operation, Transport};
 use crate::proto::psn::Psn;
 use crate::proto::responder::{
     self as proto_resp, AtomicOp, Discard, Io, MemError, ReadSegment, RecvCompletion, ScatterError,
@@ -76,6 +76,8 @@ struct Kernel<'a> {
     path: Option<&'a Path>,
     dest_qpn: u32,
     rq_consumer: &'a mut u32,
+    /// The QP's DCQCN state: read responses count against its rate.
+    cc: &'a mut crate::qp::cc::Congestion,
     /// The responder refused a request and stopped: the QP goes to ERR,
     /// this receive WQE (if any) flushed first.
     fatal: Option<Option<RecvCopy>>,
@@ -247,6 +249,10 @@ impl Io for Kernel<'_> {
             ..Ext::default()
         };
         self.send(&bth, &ext, seg.rkey, seg.va, seg.len);
+        // The payload and the AETH a First, Last or Only carries.
+        let aeth = if seg.msn.is_some() { Aeth::LEN } else { 0 };
+        // CAST: 4.
+        self.cc.sent(seg.len.saturating_add(aeth as u32));
     }
 
     fn fatal(&mut self, held: Option<RecvCopy>) {
@@ -299,8 +305,45 @@ fn xrc_srq(
     Ok(srq)
 }
 
-/// Takes one request packet of an RC, UC or XRC target QP.
+/// Whether `pkt` asks `qp` for read responses that its DCQCN rate paces:
+/// an RDMA READ request to an RC QP (the QPs that take CNPs).
+pub(super) fn reads_paced(qp: &Qp<Roxe>, pkt: &Packet<'_>) -> bool {
+    qp.data().qp_type == QpType::Rc && pkt.opcode.operation() == Operation::RdmaReadRequest
+}
+
+/// Takes one request packet of an RC, UC or XRC target QP; `roce` is the
+/// packet as it arrived, BTH to ICRC.
+///
+/// An RC QP whose rate a CNP cut sends its read responses by that rate
+/// too: a read request that would go over it is kept, with every request
+/// after it (their answers must follow its responses), and the QP's timer
+/// hands them to the responder when the rate allows. The responses of one
+/// request go out together, and count against the rate
+/// ([`Kernel::send_read_response`]): the rate holds over requests, not
+/// within one (at most a read window, 64 KiB, from roxe's requester).
 pub(crate) fn respond(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    pkt: &Packet<'_>,
+    roce: &[u8],
+) -> core::result::Result<(), Drop> {
+    if qp.data().qp_type == QpType::Rc {
+        land_parked(qp, st);
+        if !st.park.is_empty() {
+            return recv::park_request(qp, st, roce, 0);
+        }
+        if reads_paced(qp, pkt) {
+            let wait = st.cc.pace();
+            if wait != 0 {
+                return recv::park_request(qp, st, roce, wait);
+            }
+        }
+    }
+    respond_now(qp, st, pkt)
+}
+
+/// Hands one request packet to the responder now.
+pub(super) fn respond_now(
     qp: &Qp<Roxe>,
     st: &mut QpState,
     pkt: &Packet<'_>,
@@ -318,6 +361,7 @@ pub(crate) fn respond(
             path,
             attr,
             rq_consumer,
+            cc,
             ..
         } = st;
         resp.set_mtu(mtu);
@@ -328,6 +372,7 @@ pub(crate) fn respond(
             path: path.as_ref(),
             dest_qpn: attr.dest_qp_num,
             rq_consumer,
+            cc,
             fatal: None,
         };
         let res = resp.on_request(pkt, &mut io);

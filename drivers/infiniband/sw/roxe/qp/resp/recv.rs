@@ -62,7 +62,12 @@ const SL_ROCE_V2_IPV4: u8 = 2;
 /// How many datagrams a UD QP keeps while the pages of its receive buffer
 /// are faulted in. One more is dropped (`rx_drop_not_present`), as UD may
 /// drop any datagram.
-const PARK_MAX: usize = 16;
+const PARK_UD: usize = 16;
+
+/// How many packets a QP keeps in all: besides datagrams, requests an RC
+/// QP keeps while its DCQCN rate holds its read responses back. One more
+/// is dropped (`rx_drop_paced`), and its requester sends it again.
+const PARK_MAX: usize = 64;
 
 /// What a datagram's receive completion says besides its bytes.
 #[derive(Clone, Copy)]
@@ -73,24 +78,33 @@ struct DgMeta {
     ipv6: bool,
 }
 
-/// A datagram that met a receive buffer paged on demand before its pages
-/// were mapped, kept until they are.
+/// A packet a QP keeps to take later: a datagram that met a receive
+/// buffer paged on demand before its pages were mapped, or a request that
+/// came while the QP's rate held its read responses back.
 struct Parked {
-    /// The GRH, then the payload.
+    /// A datagram: its GRH, then its payload. A request: the RoCE packet,
+    /// BTH to ICRC, as it arrived (its ICRC and addresses were checked).
     bytes: KVec<u8>,
-    meta: DgMeta,
+    /// A datagram's completion fields; `None` for a request.
+    meta: Option<DgMeta>,
 }
 
-/// The datagrams a UD QP keeps for an ODP receive buffer, oldest first.
-/// They land, in order, before any datagram that arrives after them: from
-/// the QP's timer 1 ms after the miss (the fault queue is at work by
-/// then), or when the next datagram comes. The receive WQE that missed
-/// stays with the responder ([`Responder::hold`]). After three failed
-/// faults a buffer's next miss is an access error, so a datagram whose
-/// buffer cannot be mapped completes in error and does not wait forever.
+/// The packets a QP keeps, oldest first. They are taken, in order, before
+/// any packet that arrives after them: from the QP's timer, or when the
+/// next packet comes.
+///
+/// - A UD QP keeps datagrams for an ODP receive buffer; the timer looks
+///   again 1 ms after the miss (the fault queue is at work by then). The
+///   receive WQE that missed stays with the responder
+///   ([`Responder::hold`]). After three failed faults a buffer's next miss
+///   is an access error, so a datagram whose buffer cannot be mapped
+///   completes in error and does not wait forever.
+/// - An RC QP whose DCQCN rate is below the line keeps a read request
+///   until the rate lets its responses go, and every request behind it,
+///   so that the answers keep their order (`super::respond`).
 ///
 /// [`Responder::hold`]: crate::proto::responder::Responder::hold
-pub(crate) struct UdPark {
+pub(crate) struct Park {
     /// Allocated with the first datagram kept, so a QP that never meets an
     /// unmapped buffer carries one pointer.
     slots: Option<KBox<[Option<Parked>; PARK_MAX]>>,
@@ -98,9 +112,9 @@ pub(crate) struct UdPark {
     len: usize,
 }
 
-impl UdPark {
+impl Park {
     pub(crate) const fn new() -> Self {
-        UdPark {
+        Park {
             slots: None,
             head: 0,
             len: 0,
@@ -111,13 +125,14 @@ impl UdPark {
         self.len == 0
     }
 
-    /// Forgets every kept datagram (the QP left the receiving states).
+    /// Forgets every kept packet (the QP left the receiving states).
     pub(crate) fn clear(&mut self) {
         *self = Self::new();
     }
 
-    fn push_back(&mut self, p: Parked) -> core::result::Result<(), Parked> {
-        if self.len == PARK_MAX {
+    /// Keeps `p` last, unless `limit` packets are kept already.
+    fn push_back(&mut self, p: Parked, limit: usize) -> core::result::Result<(), Parked> {
+        if self.len >= limit.min(PARK_MAX) {
             return Err(p);
         }
         if self.slots.is_none() {
@@ -190,7 +205,7 @@ pub(crate) fn recv_ud(
     };
     // Datagrams kept for ODP memory land first, in order.
     land_parked(qp, st);
-    if st.ud_park.is_empty() {
+    if st.park.is_empty() {
         match land(qp, st, &grh, pkt.payload, meta) {
             Err(Drop::NotPresent) => {}
             r => return r,
@@ -217,36 +232,96 @@ fn park(
     bytes
         .extend_from_slice(payload, GFP_ATOMIC)
         .map_err(|_| Drop::NotPresent)?;
-    st.ud_park
-        .push_back(Parked { bytes, meta })
+    st.park
+        .push_back(
+            Parked {
+                bytes,
+                meta: Some(meta),
+            },
+            PARK_UD,
+        )
         .map_err(|_| Drop::NotPresent)?;
     qp.device().data().counters.event(Event::RespUdParked);
     qp.arm_timer(1);
     Ok(())
 }
 
-/// Lands the kept datagrams, oldest first, up to one whose buffer is still
-/// not mapped; if one is left, the QP's timer looks again in 1 ms. Called
+/// Keeps request `roce` (BTH to ICRC) of an RC QP for later: it is a read
+/// request the QP's rate holds back for `wait_us` (the QP's timer takes it
+/// then), or it came behind one (`wait_us` 0).
+pub(super) fn park_request(
+    qp: &Qp<Roxe>,
+    st: &mut QpState,
+    roce: &[u8],
+    wait_us: u32,
+) -> core::result::Result<(), Drop> {
+    let mut bytes = KVec::with_capacity(roce.len(), GFP_ATOMIC).map_err(|_| Drop::Paced)?;
+    // Within the capacity just reserved: this cannot fail.
+    bytes
+        .extend_from_slice(roce, GFP_ATOMIC)
+        .map_err(|_| Drop::Paced)?;
+    st.park
+        .push_back(Parked { bytes, meta: None }, PARK_MAX)
+        .map_err(|_| Drop::Paced)?;
+    qp.device().data().counters.event(Event::RespPaced);
+    if wait_us != 0 {
+        arm_for_rate(qp, st, wait_us);
+    }
+    Ok(())
+}
+
+/// Has the QP's timer take the kept requests within `wait_us`, unless an
+/// RNR wait holds the timer (it takes them when that ends: an earlier
+/// expiry would cut the RNR wait short).
+fn arm_for_rate(qp: &Qp<Roxe>, st: &QpState, wait_us: u32) {
+    if !st.comp.rnr_wait {
+        qp.arm_timer_by(wait_us.div_ceil(1000));
+    }
+}
+
+/// Takes the kept packets, oldest first: lands datagrams up to one whose
+/// buffer is still not mapped (the QP's timer looks again in 1 ms), and
+/// hands requests to the responder up to a read request the QP's rate
+/// still holds back (the timer looks again when the rate allows). Called
 /// under the state lock, from the receive path and the QP's timer.
 pub(crate) fn land_parked(qp: &Qp<Roxe>, st: &mut QpState) {
-    if st.ud_park.is_empty() {
-        return;
-    }
-    if !matches!(
-        st.attr.state,
-        State::Rtr | State::Rts | State::Sqd | State::Sqe
-    ) {
-        st.ud_park.clear();
-        return;
-    }
     let counters = &qp.device().data().counters;
-    while let Some(p) = st.ud_park.pop_front() {
+    while !st.park.is_empty() {
+        // A request may have moved the QP to ERR: what is left goes.
+        if !matches!(
+            st.attr.state,
+            State::Rtr | State::Rts | State::Sqd | State::Sqe
+        ) {
+            st.park.clear();
+            return;
+        }
+        let Some(p) = st.park.pop_front() else {
+            return;
+        };
+        let Some(meta) = p.meta else {
+            // Checked when it arrived; it parses as it did then.
+            let Ok(pkt) = crate::proto::headers::parse(&p.bytes) else {
+                continue;
+            };
+            if super::reads_paced(qp, &pkt) {
+                let wait = st.cc.pace();
+                if wait != 0 {
+                    st.park.push_front(p);
+                    arm_for_rate(qp, st, wait);
+                    return;
+                }
+            }
+            if let Err(d) = super::respond_now(qp, st, &pkt) {
+                counters.drop(d);
+            }
+            continue;
+        };
         let grh_len = GRH_LEN.min(p.bytes.len());
         let (grh, payload) = p.bytes.split_at(grh_len);
-        match land(qp, st, grh, payload, p.meta) {
+        match land(qp, st, grh, payload, meta) {
             Ok(()) => {}
             Err(Drop::NotPresent) => {
-                st.ud_park.push_front(p);
+                st.park.push_front(p);
                 qp.arm_timer(1);
                 return;
             }
