@@ -1372,9 +1372,13 @@ def pacing(v, w, check):
 
     def read(qp, base):
         collect = stamped_packets(w, range(base, base + n), responses=True)
-        for i in range(n // 2):
-            w.send(qp.qp_num, READ_REQUEST, base + 2 * i,
-                   bp.reth(mr.buf + 2 * MTU * i, mr.rkey, 2 * MTU))
+        # Built first and sent back to back, so that the requests' own
+        # spacing is small beside the responses'.
+        reqs = [w.pk.make(bp.bth(READ_REQUEST, qp.qp_num, psn=base + 2 * i)
+                          + bp.reth(mr.buf + 2 * MTU * i, mr.rkey, 2 * MTU))
+                for i in range(n // 2)]
+        for r in reqs:
+            w.tx.sendto(r, (w.ip, 0))
         return spread(base, collect(0.6))
 
     # The yardsticks run under the same CNP stream, for a third QP that
