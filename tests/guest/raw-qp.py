@@ -368,8 +368,9 @@ def async_event_fd():
 def take_async_event(efd):
     """Reads one event from the context's async event descriptor and
     acknowledges it; returns its type. By hand: Debian's pyverbs reads
-    events but never acknowledges them, and ibv_destroy_wq waits until
-    every event the kernel reported for the WQ is acknowledged. The
+    events without acknowledging them, and ibv_destroy_wq waits until
+    every event the kernel reported for the WQ is acknowledged (it waited
+    forever after pyverbs' get_async_event). The
     kernel's record (struct ib_uverbs_async_event_desc) is the element's
     user handle (here the struct ibv_wq *), the type and 4 spare bytes;
     ibv_ack_async_event reads only the element and the type of its
