@@ -75,6 +75,7 @@ use super::aeth::{NakCode, Syndrome};
 use super::headers::Packet;
 use super::opcode::{Opcode, Operation, Position, Transport};
 use super::psn::Psn;
+pub use super::responder::ScatterError;
 use super::seg;
 use super::wr::{self, SendOp, WcStatus};
 
@@ -335,6 +336,56 @@ pub enum Discard {
     Unexpected,
     /// A read response whose size is not what the path MTU cuts.
     Length,
+    /// A response whose data lands in memory paged on demand that is not
+    /// mapped: a fault was asked for, and the requester asks again from
+    /// the first response missing once a short wait is over.
+    NotPresent,
+}
+
+/// What the requester reports for the driver to count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The retry timer went off with work unacknowledged.
+    Timeout,
+    /// A WQE failed with `RETRY_EXC_ERR`.
+    RetryExceeded,
+    /// A PSN sequence error NAK made the requester go back.
+    NakSeq,
+    /// An RNR NAK was acted on.
+    RnrNak,
+    /// A WQE failed with `RNR_RETRY_EXC_ERR`.
+    RnrRetryExceeded,
+    /// A gap in read responses made the requester ask again.
+    ResponseGap,
+    /// A message's data is in memory paged on demand that is not mapped
+    /// yet: sending stopped until the fault is served.
+    FaultWait,
+    /// A read starved of credits overdrew the device's pool.
+    CreditOverdraft,
+}
+
+/// Why sending a WQE stopped at the packet it was building.
+enum Halt {
+    /// The WQE fails with this status.
+    Fail(WcStatus),
+    /// Its data is not mapped yet (memory paged on demand): nothing was
+    /// sent for this packet, and it goes once the memory is in.
+    Fault,
+}
+
+impl From<WcStatus> for Halt {
+    fn from(s: WcStatus) -> Self {
+        Halt::Fail(s)
+    }
+}
+
+impl From<ScatterError> for Halt {
+    fn from(e: ScatterError) -> Self {
+        match e {
+            ScatterError::Failed(s) => Halt::Fail(s),
+            ScatterError::NotPresent => Halt::Fault,
+        }
+    }
 }
 
 /// The kernel side of the requester.
@@ -351,13 +402,35 @@ pub trait Io {
     fn local_op(&mut self, idx: u32, op: SendOp) -> Result<(), WcStatus>;
 
     /// Builds and sends one packet. `Err` if the payload could not be
-    /// gathered from the WQE's buffers (the WQE then fails with it); a
-    /// packet lost on the way is `Ok`, as on a wire.
-    fn transmit(&mut self, seg: &Segment) -> Result<(), WcStatus>;
+    /// gathered from the WQE's buffers: `Failed` fails the WQE with its
+    /// status, `NotPresent` (memory paged on demand, not mapped yet; a
+    /// fault was asked for) sends nothing and tries this packet again
+    /// after a short wait. A packet lost on the way is `Ok`, as on a wire.
+    fn transmit(&mut self, seg: &Segment) -> Result<(), ScatterError>;
+
+    /// Sends WQE `idx` of a UD or raw packet QP, whose operation is `op`,
+    /// as one datagram with PSN `psn`. `Ok(Some(len))` once it is sent or
+    /// lost on the way (it completes with `len`), `Ok(None)` if it cannot
+    /// be sent now (the QP has no netdev; nothing is armed), `Err` as for
+    /// [`Io::transmit`].
+    fn datagram(&mut self, idx: u32, op: SendOp, psn: Psn) -> Result<Option<u32>, ScatterError>;
 
     /// Copies response data into WQE `idx`'s buffers at message offset
-    /// `off` (a read's data, an atomic's original value).
-    fn scatter(&mut self, idx: u32, off: u32, data: &[u8]) -> Result<(), WcStatus>;
+    /// `off` (a read's data, an atomic's original value). `NotPresent`
+    /// copies nothing.
+    fn scatter(&mut self, idx: u32, off: u32, data: &[u8]) -> Result<(), ScatterError>;
+
+    /// The QP's rate (congestion control): microseconds until its next
+    /// packet may go, 0 for now. Asked before each packet of a connected
+    /// QP's message; the timer sends once the wait is over.
+    fn hold(&mut self) -> u32 {
+        0
+    }
+
+    /// Counts `e`.
+    fn event(&mut self, e: Event) {
+        let _ = e;
+    }
 
     /// Completes the oldest WQE and retires it (its CQE if signaled or
     /// failed; the consumer index moves on).
@@ -434,6 +507,18 @@ pub struct Requester<S> {
     flush_icrc_known: bool,
     /// Stopped by an error or a flush, until [`Requester::reset`].
     stopped: bool,
+    /// The QP is in a state that sends ([`Requester::set_sending`]).
+    sending: bool,
+    /// A packet's data was not mapped; the timer tries again.
+    fault_wait: bool,
+    /// The QP's rate held the next packet back this many microseconds.
+    pace_us: u32,
+    /// When (ms) the requester last sent or heard of progress: the retry
+    /// timeout counts from here, so calls that send nothing (a duplicate
+    /// ACK, a doorbell with the window full) cannot put it off.
+    active: i64,
+    /// The time (ms) the current call was given.
+    now: i64,
 }
 
 fn waits_for_response(op: SendOp) -> bool {
@@ -479,6 +564,11 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             flush_icrc_rxe: false,
             flush_icrc_known: false,
             stopped: false,
+            sending: true,
+            fault_wait: false,
+            pace_us: 0,
+            active: 0,
+            now: 0,
         };
         r.sanitise();
         r
@@ -520,9 +610,26 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
     }
 
     /// `modify` with `PATH_MTU` (or a new route): the MTU new messages are
-    /// cut at.
+    /// cut at, and the windows of that MTU ([`window`], [`read_window`]).
     pub fn set_mtu(&mut self, mtu: u32) {
-        self.cfg.mtu = mtu;
+        if mtu != self.cfg.mtu {
+            self.cfg.mtu = mtu;
+            self.cfg.window = window(mtu);
+            self.cfg.read_window = read_window(mtu);
+            self.sanitise();
+        }
+    }
+
+    /// Whether the QP is in a state that sends (RTS): outside it nothing
+    /// is sent, while answers are still taken (SQD drains).
+    pub fn set_sending(&mut self, on: bool) {
+        self.sending = on;
+    }
+
+    /// The FLUSH ICRC flavour, for the driver's counters: whether FLUSH
+    /// packets carry rxe's ICRC now.
+    pub fn flush_icrc_rxe(&self) -> bool {
+        self.flush_icrc_rxe
     }
 
     /// `modify` with `MAX_QP_RD_ATOMIC`.
@@ -616,6 +723,8 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         self.pkt = 0;
         self.una = self.npsn;
         self.kick = false;
+        self.fault_wait = false;
+        self.pace_us = 0;
         self.credit_short_since = None;
         self.checked = 0;
         self.read_next = 0;
@@ -675,6 +784,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
     /// what is left: a kick when the budget ran out, a credit poll, or the
     /// retransmission timeout. `now` is a monotonic time in milliseconds.
     pub fn send_pending(&mut self, now: i64, io: &mut impl Io) {
+        self.now = now;
         if self.stopped {
             return;
         }
@@ -683,9 +793,25 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         if self.stopped {
             return;
         }
+        if budget != self.cfg.budget {
+            self.active = now;
+        }
+        let pace_us = core::mem::take(&mut self.pace_us);
         if budget == 0 {
             self.kick = true;
             io.arm_timer(0);
+        } else if pace_us != 0 {
+            // Held back by the QP's rate: the timer sends the next packet.
+            // The retry timeout is not armed meanwhile; each kick that
+            // sends moves `active` on, and once nothing holds the QP back
+            // it is armed again.
+            self.kick = true;
+            io.arm_timer(pace_us.div_ceil(1000));
+        } else if core::mem::take(&mut self.fault_wait) {
+            // The fault is under way: look again soon. (A fault that fails
+            // makes the next look an error, so this ends.)
+            self.kick = true;
+            io.arm_timer(1);
         } else if core::mem::take(&mut self.credit_wait) && self.una == self.npsn {
             // Other QPs' reads hold the credits and nothing of this QP is
             // in flight to resume it: poll soon, spending no retry.
@@ -696,20 +822,45 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         }
     }
 
+    /// Arms the retry timer while work waits for acknowledgement, to go
+    /// off one timeout after `active`, however often this is called in
+    /// between.
     fn arm_retry(&mut self, io: &mut impl Io) {
-        if self.outstanding() && !self.rnr_wait {
-            if let Some(ms) = timeout_ms(self.cfg.timeout) {
-                self.kick = false;
-                io.arm_timer(ms);
-            }
+        if self.outstanding() && !self.rnr_wait && timeout_ms(self.cfg.timeout).is_some() {
+            // This replaces a pending kick's expiry; the send it was for
+            // has just run.
+            self.kick = false;
+            io.arm_timer(self.retry_due_in(self.now).unwrap_or(0));
         }
+    }
+
+    /// How long (ms) from `now` until the retry timeout is due, or `None`
+    /// if it is due (or the timeout is infinite).
+    fn retry_due_in(&self, now: i64) -> Option<u32> {
+        let ms = timeout_ms(self.cfg.timeout)?;
+        let left = self
+            .active
+            .saturating_add(i64::from(ms))
+            .saturating_sub(now);
+        // CAST: between 1 and `ms`.
+        (left > 0).then(|| left.min(i64::from(ms)) as u32)
+    }
+
+    /// Whether the QP's rate holds its next packet back ([`Io::hold`]); the
+    /// wait is kept for [`Requester::send_pending`] to arm the timer with.
+    fn paced(&mut self, io: &mut impl Io) -> bool {
+        let us = io.hold();
+        if us != 0 {
+            self.pace_us = us;
+        }
+        us != 0
     }
 
     fn send_loop(&mut self, now: i64, io: &mut impl Io, budget: &mut u32) {
         let reliable = self.cfg.transport.is_reliable();
         loop {
             // After an RNR NAK nothing is sent until the timer says so.
-            if self.stopped || self.rnr_wait || *budget == 0 {
+            if self.stopped || !self.sending || self.rnr_wait || *budget == 0 {
                 return;
             }
             let Some(used) = io.queued(self.consumer) else {
@@ -756,6 +907,25 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                     }
                 }
             }
+            if self.cfg.transport == Transport::Ud {
+                // A datagram: one packet, complete once sent.
+                *budget -= 1;
+                match io.datagram(idx, op, self.npsn) {
+                    Ok(Some(len)) => {
+                        self.npsn = self.npsn.next();
+                        self.sent = self.sent.wrapping_add(1);
+                        self.complete(io, op, WcStatus::Success, len);
+                        continue;
+                    }
+                    Ok(None) => *budget += 1,
+                    Err(ScatterError::NotPresent) => {
+                        self.fault_wait = true;
+                        io.event(Event::FaultWait);
+                    }
+                    Err(ScatterError::Failed(status)) => self.fail(io, op, status),
+                }
+                return;
+            }
             if let (true, Some(w)) = (reliable && in_flight != 0, &w) {
                 // IBV_SEND_FENCE: wait for outstanding reads and atomics.
                 if self.reads_out != 0 && w.fence {
@@ -775,9 +945,16 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                         self.complete(io, op, WcStatus::Success, len);
                     }
                 }
-                // Stopped part-way by the window, the credits or the budget.
+                // Stopped part-way by the window, the credits, the rate or
+                // the budget.
                 Ok(None) => return,
-                Err(status) => {
+                Err(Halt::Fault) => {
+                    // Where it stopped, it goes on once the memory is in.
+                    self.fault_wait = true;
+                    io.event(Event::FaultWait);
+                    return;
+                }
+                Err(Halt::Fail(status)) => {
                     self.pkt = 0;
                     if in_flight == 0 {
                         self.fail(io, op, status);
@@ -812,6 +989,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             && io.overdraw_credits(n)
         {
             self.read_held += n;
+            io.event(Event::CreditOverdraft);
             return true;
         }
         self.credit_wait = true;
@@ -830,18 +1008,18 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         w: Option<&Wqe>,
         op: SendOp,
         budget: &mut u32,
-    ) -> Result<Option<u32>, WcStatus> {
+    ) -> Result<Option<u32>, Halt> {
         let reliable = self.cfg.transport.is_reliable();
         let (window, rw, mtu) = (self.cfg.window, self.cfg.read_window, self.cfg.mtu);
         let mut prepaid = false;
         let span = match w {
             // Departure 4: a resumed WQE keeps what it started with.
             None => self.span(idx),
-            Some(w) if op == SendOp::Flush => return self.send_flush(io, idx, w, budget),
+            Some(w) if op == SendOp::Flush => return Ok(self.send_flush(io, idx, w, budget)?),
             Some(w) => {
                 let wlen = w.len?;
                 if wlen > MAX_MSG {
-                    return Err(WcStatus::LocLenErr);
+                    return Err(WcStatus::LocLenErr.into());
                 }
                 let n = if matches!(op, SendOp::CmpSwap | SendOp::FetchAdd) {
                     1
@@ -852,7 +1030,10 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 // Nothing is recorded for a WQE that cannot start yet.
                 let read_full =
                     read && self.una != self.npsn && self.una.distance(self.npsn) + n.min(rw) > rw;
-                if *budget == 0 || (reliable && self.una.distance(self.npsn) >= window) || read_full
+                if *budget == 0
+                    || (reliable && self.una.distance(self.npsn) >= window)
+                    || read_full
+                    || self.paced(io)
                 {
                     return Ok(None);
                 }
@@ -879,7 +1060,10 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         let n = span.first.distance(span.last) + 1;
         let first = span.first;
         while self.pkt < n {
-            if *budget == 0 || (reliable && self.una.distance(self.npsn) >= window) {
+            if *budget == 0
+                || (reliable && self.una.distance(self.npsn) >= window)
+                || self.paced(io)
+            {
                 return Ok(None);
             }
             *budget -= 1;
@@ -949,7 +1133,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             // so the window keeps opening inside long messages.
             let ack_req =
                 reliable && (pos.ends_message() || (i + 1).checked_rem(window / 4) == Some(0));
-            io.transmit(&Segment {
+            let sent = io.transmit(&Segment {
                 wqe: idx,
                 op,
                 opcode,
@@ -959,7 +1143,15 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 msg_len: len,
                 ack_req,
                 rxe_flush_icrc: false,
-            })?;
+            });
+            if let Err(e) = sent {
+                if e == ScatterError::NotPresent && i == 0 && span.waits {
+                    // Counted as started above; it starts again once its
+                    // data is in.
+                    self.reads_out = self.reads_out.saturating_sub(1);
+                }
+                return Err(e.into());
+            }
             self.pkt += 1;
             self.npsn = self.npsn.next();
         }
@@ -1020,6 +1212,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         now: i64,
         io: &mut impl Io,
     ) -> Result<(), Discard> {
+        self.now = now;
         let t = self.cfg.transport;
         if !t.is_reliable() || pkt.opcode.transport() != t {
             return Err(Discard::Transport);
@@ -1071,8 +1264,8 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         let i = s.first.distance(psn);
         if i != self.read_next {
             // A gap: ask again from the first response missing.
-            if i > self.read_next {
-                self.go_back_once(now, io);
+            if i > self.read_next && self.go_back_once(now, io) {
+                io.event(Event::ResponseGap);
             }
             return Err(Discard::Psn);
         }
@@ -1093,7 +1286,14 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             }
         }
         let status = match s.op {
-            SendOp::RdmaRead => io.scatter(idx, off, pkt.payload),
+            SendOp::RdmaRead => match io.scatter(idx, off, pkt.payload) {
+                Ok(()) => Ok(()),
+                Err(ScatterError::Failed(e)) => Err(e),
+                Err(ScatterError::NotPresent) => {
+                    self.wait_for_fault(io);
+                    return Err(Discard::NotPresent);
+                }
+            },
             // An Atomic Write's or FLUSH's answer carries no data.
             SendOp::AtomicWrite | SendOp::Flush if pkt.payload.is_empty() => Ok(()),
             _ => return Err(Discard::Unexpected),
@@ -1151,15 +1351,23 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             return Err(Discard::Unexpected);
         }
         let orig = pkt.ext.atomic_ack_eth.ok_or(Discard::Unexpected)?.orig;
+        let placed = io.scatter(self.consumer, 0, &orig.to_ne_bytes());
+        if placed == Err(ScatterError::NotPresent) {
+            // Asked again, the responder answers from its memory of the
+            // atomic and does not run it twice.
+            self.wait_for_fault(io);
+            return Err(Discard::NotPresent);
+        }
         self.una = psn.next();
         self.progress();
         self.reads_out = self.reads_out.saturating_sub(1);
-        match io.scatter(self.consumer, 0, &orig.to_ne_bytes()) {
+        match placed {
             Ok(()) => self.complete(io, s.op, WcStatus::Success, 8),
-            Err(e) => {
+            Err(ScatterError::Failed(e)) => {
                 self.fail(io, s.op, e);
                 return Ok(());
             }
+            Err(ScatterError::NotPresent) => return Err(Discard::NotPresent),
         }
         self.ack_up_to(io, psn);
         self.send_pending(now, io);
@@ -1171,12 +1379,20 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         let aeth = pkt.ext.aeth.ok_or(Discard::Unexpected)?;
         let syndrome = Syndrome::from_u8(aeth.syndrome);
         // A NAK names a packet sent and not yet acknowledged: at or after
-        // `una`, within the window. An older one (delayed, duplicated) or
-        // one out of reach must not fail or rewind today's work.
+        // `una`, within the window (`npsn` itself may have gone back behind
+        // a NAK still in flight). An older one (delayed, duplicated) or one
+        // out of reach (forged without the live PSN) must not fail or
+        // rewind today's work. An ACK may also repeat the last one (`una -
+        // 1`, what a responder answers a duplicate with); one further out
+        // would complete everything sent, and a blind forger's random PSN
+        // lies ahead half the time.
         let end = self.una.wrapping_add(self.cfg.window + 1);
-        if matches!(syndrome, Some(Syndrome::Nak(_) | Syndrome::RnrNak(_)))
-            && !psn.in_range(self.una, end)
-        {
+        let from = match syndrome {
+            Some(Syndrome::Ack(_)) => self.una.wrapping_sub(1),
+            Some(Syndrome::Nak(_) | Syndrome::RnrNak(_)) => self.una,
+            None => return Err(Discard::Unexpected),
+        };
+        if !psn.in_range(from, end) {
             return Err(Discard::Psn);
         }
         match syndrome {
@@ -1192,7 +1408,9 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                     return Ok(());
                 }
                 if code == NakCode::PsnSequenceError {
-                    self.go_back_once(now, io);
+                    if self.go_back_once(now, io) {
+                        io.event(Event::NakSeq);
+                    }
                     return Ok(());
                 }
                 // Departure 2: a message still being sent counts.
@@ -1208,6 +1426,11 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 self.fail(io, op, status);
                 Ok(())
             }
+            Some(Syndrome::RnrNak(_)) if self.rnr_wait && psn == self.una => {
+                // The same RNR NAK again (duplicated on the way) while its
+                // wait runs: it must not cost a second retry.
+                Err(Discard::Psn)
+            }
             Some(Syndrome::RnrNak(t)) => {
                 self.ack_up_to(io, psn.wrapping_sub(1));
                 if self.stopped {
@@ -1216,6 +1439,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 if !self.outstanding() {
                     return Err(Discard::Unexpected);
                 }
+                io.event(Event::RnrNak);
                 self.rnr_nak(io, t.usecs());
                 Ok(())
             }
@@ -1227,6 +1451,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
     /// oldest unacknowledged packet, `rnr_retry` times (7 is forever).
     fn rnr_nak(&mut self, io: &mut impl Io, usecs: u32) {
         if self.rnr_left == 0 {
+            io.event(Event::RnrRetryExceeded);
             let op = self.span(self.consumer).op;
             self.fail(io, op, WcStatus::RnrRetryExcErr);
             return;
@@ -1246,6 +1471,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
     /// which goes back `retry_cnt` times and then fails the oldest WQE
     /// with `RETRY_EXC_ERR`. `now` is a monotonic time in milliseconds.
     pub fn on_timer(&mut self, now: i64, io: &mut impl Io) {
+        self.now = now;
         if self.stopped {
             self.rnr_wait = false;
             return;
@@ -1262,12 +1488,22 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             self.rnr_wait = false;
         } else if !self.outstanding() {
             return;
+        } else if let Some(left) = self.retry_due_in(now) {
+            // Armed early (a kick's timer that found nothing to send), or
+            // the QP sent or heard something since.
+            io.arm_timer(left);
+            return;
         } else if self.retry_left == 0 {
+            io.event(Event::RetryExceeded);
             let op = self.span(self.consumer).op;
             self.fail(io, op, WcStatus::RetryExcErr);
             return;
         } else {
+            io.event(Event::Timeout);
             self.retry_left -= 1;
+            // The next timeout counts from this retry, whether or not
+            // anything can be sent now.
+            self.active = now;
             // Until a FLUSH of this QP is answered, each timeout of one
             // switches between the standard ICRC and rxe's.
             if !self.flush_icrc_known && self.span(self.consumer).op == SendOp::Flush {
@@ -1305,17 +1541,34 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
 
     /// Goes back after a gap, unless a go-back is under way already: the
     /// packets still arriving from before it would each trigger another.
-    fn go_back_once(&mut self, now: i64, io: &mut impl Io) {
-        if !self.retrying {
-            self.retrying = true;
-            self.go_back(io);
-            self.send_pending(now, io);
+    /// Returns whether it went back.
+    fn go_back_once(&mut self, now: i64, io: &mut impl Io) -> bool {
+        if self.retrying {
+            return false;
         }
+        self.retrying = true;
+        self.go_back(io);
+        self.send_pending(now, io);
+        true
+    }
+
+    /// A response's data could not land: the local buffer is paged on
+    /// demand and not mapped yet, and a fault was asked for. Asks again
+    /// from the first response missing after a short wait, as after an RNR
+    /// NAK, without spending a retry. (A fault that fails makes the next
+    /// landing an error, so this ends.)
+    fn wait_for_fault(&mut self, io: &mut impl Io) {
+        self.go_back(io);
+        self.rnr_wait = true;
+        self.kick = false;
+        io.arm_timer(1);
     }
 
     /// The responder acknowledged something new: the retry budgets start
-    /// again, and a later gap may go back again.
+    /// again, the retry timeout counts from now, and a later gap may go
+    /// back again.
     fn progress(&mut self) {
+        self.active = self.now;
         self.retrying = false;
         self.retry_left = self.cfg.retry_cnt;
         self.rnr_left = self.cfg.rnr_retry;
@@ -1386,7 +1639,14 @@ mod tests {
         fatal: Option<u32>,
         timer: Option<u32>,
         credits: i64,
-        scatter_err: Option<WcStatus>,
+        scatter_err: Option<ScatterError>,
+        /// Gathers that find the memory not mapped, from now on.
+        absent: u32,
+        /// What `hold` answers.
+        hold_us: u32,
+        events: Vec<Event>,
+        /// Datagrams sent: WQE and PSN.
+        datagrams: Vec<(u32, Psn)>,
     }
 
     impl TestIo {
@@ -1399,6 +1659,10 @@ mod tests {
                 timer: None,
                 credits: 192,
                 scatter_err: None,
+                absent: 0,
+                hold_us: 0,
+                events: Vec::new(),
+                datagrams: Vec::new(),
             }
         }
 
@@ -1429,13 +1693,39 @@ mod tests {
             Ok(())
         }
 
-        fn transmit(&mut self, seg: &Segment) -> Result<(), WcStatus> {
+        fn transmit(&mut self, seg: &Segment) -> Result<(), ScatterError> {
+            if seg.opcode.operation() != Operation::RdmaReadRequest && self.absent != 0 {
+                self.absent -= 1;
+                return Err(ScatterError::NotPresent);
+            }
             self.segs.push(*seg);
             Ok(())
         }
 
-        fn scatter(&mut self, _idx: u32, _off: u32, _data: &[u8]) -> Result<(), WcStatus> {
+        fn datagram(
+            &mut self,
+            idx: u32,
+            _op: SendOp,
+            psn: Psn,
+        ) -> Result<Option<u32>, ScatterError> {
+            if self.absent != 0 {
+                self.absent -= 1;
+                return Err(ScatterError::NotPresent);
+            }
+            self.datagrams.push((idx, psn));
+            Ok(Some(self.wqes[idx as usize].len.unwrap_or(0)))
+        }
+
+        fn scatter(&mut self, _idx: u32, _off: u32, _data: &[u8]) -> Result<(), ScatterError> {
             self.scatter_err.map_or(Ok(()), Err)
+        }
+
+        fn hold(&mut self) -> u32 {
+            self.hold_us
+        }
+
+        fn event(&mut self, e: Event) {
+            self.events.push(e);
         }
 
         fn complete(&mut self, c: &Completion) {
@@ -1655,15 +1945,32 @@ mod tests {
         start(&mut r, &mut io);
         assert_eq!(io.psns(), [0, 1, 2, 3]);
         r.on_response(&ack(0), 0, &mut io).unwrap();
+        let to = i64::from(timeout_ms(14).unwrap());
+        // A timer that fires early (a kick's that found nothing to send)
+        // arms again for what is left, and sends nothing.
+        io.segs.clear();
+        r.on_timer(to - 3, &mut io);
+        assert!(io.segs.is_empty());
+        assert_eq!(io.timer, Some(3));
+        let mut now = 0;
         for round in 0..2 {
             io.segs.clear();
-            r.on_timer(0, &mut io);
+            now += to;
+            r.on_timer(now, &mut io);
             // Back to the first packet not acknowledged, in the middle of
             // the first message.
             assert_eq!(io.psns(), [1, 2, 3], "round {round}");
             assert_eq!(io.segs[0].opcode, Opcode::RcSendMiddle);
+            // The next timeout counts from this retry.
+            assert_eq!(io.timer, Some(timeout_ms(14).unwrap()));
         }
-        r.on_timer(0, &mut io);
+        // A duplicate ACK does not put the timeout off.
+        assert_eq!(r.on_response(&ack(0), now + to / 2, &mut io), Ok(()));
+        r.on_timer(now + to, &mut io);
+        assert_eq!(
+            io.events,
+            [Event::Timeout, Event::Timeout, Event::RetryExceeded]
+        );
         assert_eq!(io.done.len(), 1);
         assert_eq!(io.done[0].status, WcStatus::RetryExcErr);
         assert_eq!(io.fatal, Some(1));
@@ -1674,11 +1981,11 @@ mod tests {
         r.set_retry_cnt(1);
         io.post(SendOp::Send, 3000);
         start(&mut r, &mut io);
-        r.on_timer(0, &mut io);
-        r.on_response(&ack(0), 0, &mut io).unwrap();
-        r.on_timer(0, &mut io);
+        r.on_timer(to, &mut io);
+        r.on_response(&ack(0), to, &mut io).unwrap();
+        r.on_timer(2 * to, &mut io);
         assert!(!r.is_stopped());
-        r.on_timer(0, &mut io);
+        r.on_timer(3 * to, &mut io);
         assert!(r.is_stopped());
     }
 
@@ -1808,6 +2115,204 @@ mod tests {
 
     /// Departure 3: a WQE that fails locally behind others is not sent,
     /// and a go-back does not pin its failure on an older WQE.
+    #[test]
+    fn the_rate_holds_packets_back_and_the_timer_sends_them() {
+        let mut io = TestIo::new();
+        let mut r = requester(1024, 0);
+        io.post(SendOp::RdmaWrite, 3000);
+        io.hold_us = 2500;
+        start(&mut r, &mut io);
+        // Nothing goes, nothing is recorded, and the timer kicks.
+        assert!(io.segs.is_empty());
+        assert!(!r.outstanding());
+        assert_eq!(io.timer, Some(3));
+        io.hold_us = 0;
+        r.on_timer(3, &mut io);
+        assert_eq!(io.psns(), [0, 1, 2]);
+        // Held part-way, the message goes on from where it stopped.
+        let mut io2 = TestIo::new();
+        let mut r = requester(1024, 0);
+        io2.post(SendOp::Send, 3000);
+        io2.hold_us = 0;
+        r.set_checked(1);
+        io2.absent = 0;
+        // The rate allows the first packet only.
+        struct Once<'a>(&'a mut TestIo, bool);
+        impl Io for Once<'_> {
+            fn queued(&mut self, c: u32) -> Option<u32> {
+                self.0.queued(c)
+            }
+            fn wqe(&mut self, idx: u32) -> Wqe {
+                self.0.wqe(idx)
+            }
+            fn local_op(&mut self, i: u32, o: SendOp) -> Result<(), WcStatus> {
+                self.0.local_op(i, o)
+            }
+            fn transmit(&mut self, seg: &Segment) -> Result<(), ScatterError> {
+                self.1 = true;
+                self.0.transmit(seg)
+            }
+            fn datagram(&mut self, i: u32, o: SendOp, p: Psn) -> Result<Option<u32>, ScatterError> {
+                self.0.datagram(i, o, p)
+            }
+            fn scatter(&mut self, i: u32, o: u32, d: &[u8]) -> Result<(), ScatterError> {
+                self.0.scatter(i, o, d)
+            }
+            fn hold(&mut self) -> u32 {
+                if self.1 {
+                    1000
+                } else {
+                    0
+                }
+            }
+            fn complete(&mut self, c: &Completion) {
+                self.0.complete(c)
+            }
+            fn fatal(&mut self, from: u32) -> u32 {
+                self.0.fatal(from)
+            }
+            fn arm_timer(&mut self, ms: u32) {
+                self.0.arm_timer(ms)
+            }
+            fn take_credits(&mut self, n: u32) -> bool {
+                self.0.take_credits(n)
+            }
+            fn overdraw_credits(&mut self, n: u32) -> bool {
+                self.0.overdraw_credits(n)
+            }
+            fn give_back_credits(&mut self, n: u32) {
+                self.0.give_back_credits(n)
+            }
+        }
+        r.send_pending(0, &mut Once(&mut io2, false));
+        assert_eq!(io2.psns(), [0]);
+        assert_eq!(io2.timer, Some(1));
+        r.on_timer(1, &mut io2);
+        assert_eq!(io2.psns(), [0, 1, 2]);
+        assert_eq!(io2.segs[2].opcode, Opcode::RcSendLast);
+    }
+
+    #[test]
+    fn data_not_mapped_waits_for_the_fault() {
+        let mut io = TestIo::new();
+        let mut r = requester(1024, 0);
+        io.post(SendOp::AtomicWrite, 8);
+        io.post(SendOp::Send, 100);
+        io.absent = 1;
+        start(&mut r, &mut io);
+        // Nothing sent, nothing counted as outstanding, a look soon.
+        assert!(io.segs.is_empty());
+        assert_eq!(r.reads_out(), 0);
+        assert_eq!(io.timer, Some(1));
+        assert_eq!(io.events, [Event::FaultWait]);
+        r.on_timer(1, &mut io);
+        assert_eq!(io.psns(), [0, 1]);
+        assert_eq!(r.reads_out(), 1);
+        // A read response whose buffer is not mapped: asked again after a
+        // short wait, with no retry spent.
+        let mut io = TestIo::new();
+        let mut r = requester(1024, 0);
+        r.set_retry_cnt(0);
+        io.post(SendOp::RdmaRead, 2048);
+        start(&mut r, &mut io);
+        io.scatter_err = Some(ScatterError::NotPresent);
+        let data = [7u8; 1024];
+        let first = read_resp(Opcode::RcRdmaReadResponseFirst, 0, &data);
+        assert_eq!(r.on_response(&first, 0, &mut io), Err(Discard::NotPresent));
+        assert!(r.rnr_waiting());
+        assert_eq!(io.timer, Some(1));
+        io.scatter_err = None;
+        io.segs.clear();
+        r.on_timer(1, &mut io);
+        assert_eq!(io.psns(), [0]);
+        r.on_response(&first, 1, &mut io).unwrap();
+        let last = read_resp(Opcode::RcRdmaReadResponseLast, 1, &data);
+        r.on_response(&last, 1, &mut io).unwrap();
+        assert_eq!(io.done.len(), 1);
+        assert_eq!(io.done[0].status, WcStatus::Success);
+        // An atomic's result that cannot land leaves it unanswered.
+        let mut io = TestIo::new();
+        let mut r = requester(1024, 0);
+        io.post(SendOp::FetchAdd, 8);
+        start(&mut r, &mut io);
+        io.scatter_err = Some(ScatterError::NotPresent);
+        assert_eq!(
+            r.on_response(&atomic_ack(0, 5), 0, &mut io),
+            Err(Discard::NotPresent)
+        );
+        assert_eq!(r.una(), Psn::new(0));
+        assert!(io.done.is_empty());
+    }
+
+    #[test]
+    fn a_duplicated_rnr_nak_costs_one_retry() {
+        let mut io = TestIo::new();
+        let mut r = requester(1024, 0);
+        r.set_rnr_retry(1);
+        io.post(SendOp::Send, 100);
+        start(&mut r, &mut io);
+        r.on_response(&rnr(0), 0, &mut io).unwrap();
+        assert_eq!(r.on_response(&rnr(0), 0, &mut io), Err(Discard::Psn));
+        assert!(!r.is_stopped());
+        assert_eq!(io.events, [Event::RnrNak]);
+        // After the wait and the one retry, a second RNR NAK fails it.
+        r.on_timer(1, &mut io);
+        assert!(!r.is_stopped());
+        r.on_response(&rnr(0), 1, &mut io).unwrap();
+        assert!(r.is_stopped());
+        assert_eq!(io.done[0].status, WcStatus::RnrRetryExcErr);
+    }
+
+    #[test]
+    fn acks_out_of_reach_are_refused() {
+        let mut io = TestIo::new();
+        let mut r = requester(1024, 100);
+        io.post(SendOp::Send, 100);
+        io.post(SendOp::Send, 100);
+        start(&mut r, &mut io);
+        // Far ahead (a forger's guess), or long behind: neither completes.
+        assert_eq!(r.on_response(&ack(5000), 0, &mut io), Err(Discard::Psn));
+        assert_eq!(r.on_response(&ack(90), 0, &mut io), Err(Discard::Psn));
+        assert!(io.done.is_empty());
+        // The last ACK again (`una - 1`) is taken and does nothing.
+        assert_eq!(r.on_response(&ack(99), 0, &mut io), Ok(()));
+        r.on_response(&ack(101), 0, &mut io).unwrap();
+        assert_eq!(io.done.len(), 2);
+    }
+
+    #[test]
+    fn datagrams_complete_once_sent() {
+        let mut io = TestIo::new();
+        let mut c = Config::new(Transport::Ud, 1024);
+        c.max_rd_atomic = 0;
+        let mut r = Requester::new(c, vec![Span::EMPTY; 8], Psn::new(7));
+        io.post(SendOp::Send, 100);
+        io.post(SendOp::SendImm, 200);
+        io.post(SendOp::Send, 300);
+        io.absent = 0;
+        r.set_sending(false);
+        start(&mut r, &mut io);
+        assert!(io.datagrams.is_empty(), "nothing outside RTS");
+        r.set_sending(true);
+        io.absent = 0;
+        r.send_pending(0, &mut io);
+        assert_eq!(
+            io.datagrams,
+            [(0, Psn::new(7)), (1, Psn::new(8)), (2, Psn::new(9))]
+        );
+        let lens: Vec<u32> = io.done.iter().map(|c| c.byte_len).collect();
+        assert_eq!(lens, [100, 200, 300]);
+        assert!(!r.outstanding());
+        // One whose data is not mapped goes, with its PSN, after the wait.
+        io.post(SendOp::Send, 50);
+        io.absent = 1;
+        r.set_checked(1);
+        r.send_pending(0, &mut io);
+        assert_eq!(io.timer, Some(1));
+        r.on_timer(1, &mut io);
+        assert_eq!(io.datagrams[3], (3, Psn::new(10)));
+    }
+
     #[test]
     fn a_blocked_wqe_fails_alone() {
         let mut io = TestIo::new();
@@ -1979,7 +2484,7 @@ mod tests {
     }
 
     #[derive(Clone, Debug)]
-    enum Event {
+    enum Step {
         Post(u8, u32, bool),
         Ack(i32),
         Nak(i32, u8),
@@ -1989,15 +2494,15 @@ mod tests {
         Timer(u8),
     }
 
-    fn event() -> impl Strategy<Value = Event> {
+    fn event() -> impl Strategy<Value = Step> {
         prop_oneof![
-            (0u8..9, 0u32..1400, any::<bool>()).prop_map(|(o, l, f)| Event::Post(o, l, f)),
-            (-4i32..300).prop_map(Event::Ack),
-            (-4i32..300, 0u8..4).prop_map(|(p, c)| Event::Nak(p, c)),
-            (-4i32..300).prop_map(Event::Rnr),
-            (-4i32..300, 0u8..4, 0u16..300).prop_map(|(p, o, l)| Event::ReadResp(p, o, l)),
-            (-4i32..300).prop_map(Event::AtomicAck),
-            (0u8..250).prop_map(Event::Timer),
+            (0u8..9, 0u32..1400, any::<bool>()).prop_map(|(o, l, f)| Step::Post(o, l, f)),
+            (-4i32..300).prop_map(Step::Ack),
+            (-4i32..300, 0u8..4).prop_map(|(p, c)| Step::Nak(p, c)),
+            (-4i32..300).prop_map(Step::Rnr),
+            (-4i32..300, 0u8..4, 0u16..300).prop_map(|(p, o, l)| Step::ReadResp(p, o, l)),
+            (-4i32..300).prop_map(Step::AtomicAck),
+            (0u8..250).prop_map(Step::Timer),
         ]
     }
 
@@ -2049,7 +2554,7 @@ mod tests {
                 // CAST: a signed step from `una`, wrapping.
                 let at = |d: i32| base.wrapping_add(d as u32).get();
                 let reply = match e {
-                    Event::Post(o, len, fence) => {
+                    Step::Post(o, len, fence) => {
                         if io.wqes.len() - r.consumer() as usize >= 64 {
                             continue;
                         }
@@ -2063,10 +2568,10 @@ mod tests {
                         r.send_pending(now, &mut io);
                         None
                     }
-                    Event::Ack(d) => Some(ack(at(d))),
-                    Event::Nak(d, code) => Some(nak(at(d), NakCode::from_u8(code).unwrap())),
-                    Event::Rnr(d) => Some(rnr(at(d))),
-                    Event::ReadResp(d, o, len) => {
+                    Step::Ack(d) => Some(ack(at(d))),
+                    Step::Nak(d, code) => Some(nak(at(d), NakCode::from_u8(code).unwrap())),
+                    Step::Rnr(d) => Some(rnr(at(d))),
+                    Step::ReadResp(d, o, len) => {
                         let op = [
                             Opcode::RcRdmaReadResponseFirst,
                             Opcode::RcRdmaReadResponseMiddle,
@@ -2076,8 +2581,8 @@ mod tests {
                         let data = &ZEROS[..usize::from(len)];
                         Some(read_resp(op, at(d), data))
                     }
-                    Event::AtomicAck(d) => Some(atomic_ack(at(d), 0)),
-                    Event::Timer(ms) => {
+                    Step::AtomicAck(d) => Some(atomic_ack(at(d), 0)),
+                    Step::Timer(ms) => {
                         now += i64::from(ms);
                         r.on_timer(now, &mut io);
                         None

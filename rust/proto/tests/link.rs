@@ -208,9 +208,9 @@ fn no_receives_end_in_rnr_retry_exceeded() {
     }
 }
 
-/// On-demand paging: the responder's memory is often not mapped yet (2 %
-/// of its accesses miss, as when the driver must fault pages in), on a
-/// lossy link. Each miss is answered with an RNR NAK and nothing done; the
+/// On-demand paging: the responder's and the requester's memory is often
+/// not mapped yet (2 % of accesses miss, as when the driver must fault
+/// pages in), on a lossy link. Each miss is answered with an RNR NAK and nothing done; the
 /// request comes again and lands. Every operation still completes once,
 /// in order, with the right bytes, and atomics run once each.
 #[test]
@@ -237,6 +237,9 @@ fn memory_not_mapped_yet_is_waited_for() {
         s.not_present > 100 && s.rnr_naks >= s.not_present / 2,
         "{s:?}"
     );
+    // The requester's own memory misses too: a SEND's or WRITE's source
+    // waits and goes, a read's or atomic's answer is asked for again.
+    assert!(s.req_not_present > 100, "{s:?}");
 }
 
 /// The lossy-link test over many seeds and harsher links, for a soak run:

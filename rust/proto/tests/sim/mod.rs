@@ -141,9 +141,11 @@ pub struct PairCfg {
     pub mix: Mix,
     /// The test expects the pair to fail.
     pub may_fail: bool,
-    /// Per million accesses, the responder's memory (a receive buffer,
-    /// the target of a write, read or atomic) is not mapped yet, as with
-    /// on-demand paging before the driver faulted it in.
+    /// Per million accesses, the memory is not mapped yet, as with
+    /// on-demand paging before the driver faulted it in: the responder's
+    /// (a receive buffer, the target of a write, read or atomic) and the
+    /// requester's (a SEND's or WRITE's source, where a read's or
+    /// atomic's result lands).
     pub absent_ppm: u32,
 }
 
@@ -232,6 +234,8 @@ pub struct Stats {
     pub rnr_naks: u64,
     /// Accesses that found the responder's memory not mapped yet.
     pub not_present: u64,
+    /// Accesses that found the requester's memory not mapped yet.
+    pub req_not_present: u64,
     pub timers: u64,
     pub req_discards: HashMap<String, u64>,
     pub resp_discards: HashMap<String, u64>,
@@ -411,6 +415,17 @@ fn slot(idx: u32) -> usize {
     (idx % SQ_SLOTS) as usize
 }
 
+impl ReqIo<'_> {
+    /// Whether this access finds the requester's memory not mapped yet.
+    fn absent(&mut self) -> bool {
+        let hit = self.net.rng.ppm(self.side.cfg.absent_ppm);
+        if hit {
+            self.net.stats.req_not_present += 1;
+        }
+        hit
+    }
+}
+
 impl req::Io for ReqIo<'_> {
     fn queued(&mut self, consumer: u32) -> Option<u32> {
         Some(self.side.producer.wrapping_sub(consumer))
@@ -429,7 +444,14 @@ impl req::Io for ReqIo<'_> {
         Ok(())
     }
 
-    fn transmit(&mut self, seg: &Segment) -> Result<(), WcStatus> {
+    fn transmit(&mut self, seg: &Segment) -> Result<(), ScatterError> {
+        let carries_data = matches!(
+            seg.opcode.operation(),
+            Operation::Send | Operation::RdmaWrite | Operation::AtomicWrite
+        );
+        if carries_data && self.absent() {
+            return Err(ScatterError::NotPresent);
+        }
         let w = self.side.sq[slot(seg.wqe)].as_ref().expect("a posted WQE");
         assert_eq!(w.op, seg.op, "segment of {seg:?}");
         if seg.psn.diff(self.side.high_psn) < 0 {
@@ -527,13 +549,20 @@ impl req::Io for ReqIo<'_> {
         Ok(())
     }
 
-    fn scatter(&mut self, idx: u32, off: u32, data: &[u8]) -> Result<(), WcStatus> {
+    fn datagram(&mut self, _idx: u32, _op: SendOp, _psn: Psn) -> Result<Option<u32>, ScatterError> {
+        unreachable!("the simulated pairs are connected")
+    }
+
+    fn scatter(&mut self, idx: u32, off: u32, data: &[u8]) -> Result<(), ScatterError> {
+        if self.absent() {
+            return Err(ScatterError::NotPresent);
+        }
         let w = self.side.sq[slot(idx)].as_mut().expect("a posted WQE");
         let off = off as usize;
         let dst = w
             .local
             .get_mut(off..off + data.len())
-            .ok_or(WcStatus::LocLenErr)?;
+            .ok_or(ScatterError::Failed(WcStatus::LocLenErr))?;
         dst.copy_from_slice(data);
         Ok(())
     }
