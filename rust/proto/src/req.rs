@@ -154,7 +154,10 @@ pub const RESPONSE_BURST: u32 = 256;
 /// `send_pending`) sends before it leaves the rest to the timer.
 pub const BUDGET: u32 = 256;
 /// How long (ms) a read may wait for read credits, holding none, before it
-/// overdraws the pool.
+/// overdraws the pool: other QPs' reads hold it, perhaps to peers that
+/// never answer, for up to `retry_cnt + 1` timeouts of a minute each
+/// (forever with `timeout` 0). Far longer than a burst takes to drain, so
+/// it only matters when QPs hog the pool.
 pub const CREDIT_STARVED_MS: i64 = 200;
 /// The `rnr_retry` value that means "retry forever".
 pub const RNR_RETRY_FOREVER: u8 = 7;

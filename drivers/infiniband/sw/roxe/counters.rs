@@ -25,7 +25,7 @@ pub(crate) enum Event {
     /// Packets the kernel could not make linear.
     RxNoMemory,
     /// Read requests sent on overdrawn read-response credits, by QPs that
-    /// starved for them (`limits::CREDIT_STARVED_MS`).
+    /// starved for them (`proto::req::CREDIT_STARVED_MS`).
     ReadCreditOverdraft,
     /// RC FLUSH requests taken with rxe's ICRC (`Icrc::finish_rxe_flush`).
     RxFlushIcrcRxe,

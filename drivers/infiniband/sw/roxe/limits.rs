@@ -121,13 +121,6 @@ impl Credits {
     }
 }
 
-/// How long a read may wait for credits, holding none, before it overdraws
-/// the pool: other QPs' reads hold it, perhaps to peers that never answer,
-/// for up to `retry_cnt + 1` timeouts of a minute each (forever with
-/// `timeout` 0). Far longer than a burst takes to drain, so it only matters
-/// when QPs hog the pool.
-pub(crate) const CREDIT_STARVED_MS: i64 = 200;
-
 /// A count of live objects of one kind, bounded by a published limit.
 pub(crate) struct Budget {
     used: AtomicU32,

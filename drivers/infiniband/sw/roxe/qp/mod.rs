@@ -5,9 +5,10 @@
 //! attribute checks, validation of what user space puts in the rings, and
 //! flushing of outstanding work on entry to ERR.
 //!
-//! Moving data is the job of the three engines, `req` (requester), `resp`
-//! (responder) and `comp` (completer), over this file's [`QpState`]; the
-//! doorbell hands them valid work.
+//! Moving data is the job of two protocol machines from `rust/proto`, the
+//! requester (with its completer) and the responder, whose kernel sides are
+//! `req` (and `comp`, for responses and the timer) and `resp`, over this
+//! file's [`QpState`]; the doorbell hands them valid work.
 //!
 //! # Locks, and the order they nest in (outermost first)
 //!
@@ -35,8 +36,7 @@ pub(crate) mod comp;
 pub(crate) mod req;
 pub(crate) mod resp;
 
-use self::comp::CompState;
-use self::req::ReqState;
+use self::req::{with_req, Requester};
 use self::resp::Responder;
 use crate::cq;
 use crate::device::{Roxe, RoxeDev};
@@ -61,7 +61,6 @@ use crate::sync::SpinLockBh;
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockIrq};
 use crate::tx::Path;
 use crate::uapi::{send_flags, Cqe, CreateQpResp, RecvWqe, RingInfo, SendWqe, Sge};
-use kernel::alloc::KVVec;
 use kernel::error::code::{EBUSY, EINVAL, ENOMEM};
 use kernel::prelude::*;
 use kernel::types::ARef;
@@ -104,24 +103,20 @@ pub(crate) struct RoxeQp {
 
 pub(crate) struct QpState {
     pub(crate) attr: QpAttr,
-    /// The kernel's own consumer indices; the copies in the rings are only
-    /// ever written from these.
-    pub(crate) sq_consumer: u32,
+    /// The kernel's own RQ consumer index; the copy in the ring is only
+    /// ever written from it. (The SQ's is the requester's.)
     pub(crate) rq_consumer: u32,
-    /// How many WQEs past `sq_consumer` earlier doorbells already checked,
-    /// so each doorbell only reads what is new. The data path checks each
-    /// WQE again when it copies it out to send it: user space may rewrite a
-    /// slot at any time.
-    pub(crate) sq_checked: u32,
     /// The port's netdev, which datagrams are routed out of; taken on each
     /// modify, where the core's lookup may run (never under this lock).
     pub(crate) ndev: Option<ARef<NetDevice>>,
     /// Where connected QPs send (set on the move to RTR).
     pub(crate) path: Option<Path>,
-    /// The requester ([`self::req`]).
-    pub(crate) req: ReqState,
-    /// The completer ([`self::comp`]).
-    pub(crate) comp: CompState,
+    /// The requester and completer: `rust/proto`'s machine, its kernel
+    /// side in [`self::req`]. It keeps the SQ's consumer index, and how
+    /// many WQEs past it earlier doorbells checked, so each doorbell only
+    /// reads what is new (the data path checks each WQE again when it
+    /// reads it to send it: user space may rewrite a slot at any time).
+    pub(crate) req: Requester,
     /// The responder: `rust/proto`'s machine, its kernel side in
     /// [`self::resp`].
     pub(crate) resp: KBox<Responder>,
@@ -151,14 +146,6 @@ impl QpState {
         }
     }
 
-    /// Forgets the requester's and completer's progress (the responder's
-    /// goes with its own `flush` or `reset`).
-    fn reset_progress(&mut self) {
-        self.sq_checked = 0;
-        self.req.reset(self.sq_consumer);
-        self.comp.reset(self.req.npsn);
-    }
-
     /// Gives the responder the QP's attributes it works by.
     fn configure_responder(&mut self) {
         let a = &self.attr;
@@ -179,7 +166,7 @@ pub(crate) fn transport(t: QpType) -> Transport {
     }
 }
 
-fn reset_attr(cap: QpCap) -> QpAttr {
+pub(crate) fn reset_attr(cap: QpCap) -> QpAttr {
     QpAttr {
         state: State::Reset,
         cur_state: None,
@@ -338,19 +325,15 @@ pub(crate) fn create(
         return Err(ENOMEM);
     }
     // Sized by the caller: charged to its memory cgroup, like the rings.
-    let mut wqe_psns = KVVec::with_capacity(granted.max_send_wr as usize, GFP_KERNEL_ACCOUNT)?;
-    for _ in 0..granted.max_send_wr {
-        wqe_psns.push(0, GFP_KERNEL_ACCOUNT)?;
-    }
+    let attr = reset_attr(granted);
+    let mut req = req::new_requester(init.qp_type, sq.geometry().num_slots())?;
+    req::reset_settings(&mut req, &attr);
     let state = QpState {
-        attr: reset_attr(granted),
-        sq_consumer: 0,
+        attr,
         rq_consumer: 0,
-        sq_checked: 0,
         ndev: None,
         path: None,
-        req: ReqState::new(wqe_psns),
-        comp: CompState::new(),
+        req,
         resp: resp::new_responder(crate::tx::wire(init.qp_type))?,
         park: resp::Park::new(),
         cc: cc::Congestion::new(),
@@ -383,7 +366,10 @@ pub(crate) fn create(
 pub(crate) fn destroy(qp: &Qp<Roxe>) {
     let this = qp.data();
     let dev = qp.device().data();
-    this.state.lock().req.release_reads(&dev.read_credits);
+    {
+        let mut st = this.state.lock();
+        with_req(qp, &mut st, |r, io| r.release_credits(io));
+    }
     release_number(dev, this.index);
 }
 
@@ -562,14 +548,15 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     }
     if m & mask::TIMEOUT != 0 {
         s.timeout = a.timeout;
+        st.req.set_timeout(a.timeout);
     }
     if m & mask::RETRY_CNT != 0 {
         s.retry_cnt = a.retry_cnt;
-        st.comp.retry_left = a.retry_cnt;
+        st.req.set_retry_cnt(a.retry_cnt);
     }
     if m & mask::RNR_RETRY != 0 {
         s.rnr_retry = a.rnr_retry;
-        st.comp.rnr_left = a.rnr_retry;
+        st.req.set_rnr_retry(a.rnr_retry);
     }
     if m & mask::RQ_PSN != 0 {
         s.rq_psn = a.rq_psn & 0xff_ffff;
@@ -577,11 +564,11 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     }
     if m & mask::SQ_PSN != 0 {
         s.sq_psn = a.sq_psn & 0xff_ffff;
-        st.req.npsn = Psn::new(s.sq_psn);
-        st.comp.una = st.req.npsn;
+        st.req.set_sq_psn(Psn::new(s.sq_psn));
     }
     if m & mask::MAX_QP_RD_ATOMIC != 0 {
         s.max_rd_atomic = a.max_rd_atomic;
+        st.req.set_max_rd_atomic(a.max_rd_atomic);
     }
     if m & mask::MAX_DEST_RD_ATOMIC != 0 {
         s.max_dest_rd_atomic = a.max_dest_rd_atomic;
@@ -602,16 +589,13 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
 
     match next {
         State::Reset => {
-            // Outstanding work is discarded without completions.
-            discard(this, st);
+            // Outstanding work is discarded without completions, and the
+            // requester starts again as new, from PSN 0.
+            let consumer = discard(this, st);
             st.attr = reset_attr(this.cap);
-            st.req.release_reads(&qp.device().data().read_credits);
-            st.reset_progress();
+            with_req(qp, st, |r, io| r.reset(consumer, io));
+            req::reset_settings(&mut st.req, &st.attr);
             st.path = None;
-            st.req.flush_icrc_rxe = false;
-            st.req.flush_icrc_known = false;
-            st.req.npsn = Psn::ZERO;
-            st.comp.una = Psn::ZERO;
             // A receive WQE the responder held goes without a completion.
             let _discarded = st.resp.reset();
             st.park.clear();
@@ -624,7 +608,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
     if cur == State::Sqd && next == State::Rts {
         // Nothing was sent in SQD: WQEs posted meanwhile, and a timer kick
         // (budget, pacing) that found the QP draining, wait for this.
-        self::req::send_pending(qp, st);
+        req::send_pending(qp, st);
     }
     Ok(())
 }
@@ -648,18 +632,20 @@ fn flush_cqe(qp_num: u32, wr_id: u64, opcode: WcOp) -> Cqe {
     }
 }
 
-/// Drops outstanding work without completions (entry to RESET).
-fn discard(this: &RoxeQp, st: &mut QpState) {
+/// Drops outstanding work without completions (entry to RESET). Returns
+/// the SQ's consumer index after it, for the requester.
+fn discard(this: &RoxeQp, st: &mut QpState) -> u32 {
     // A corrupt producer index leaves the consumer where it is; user space
     // sees its own garbage, the kernel reads nothing.
+    let mut sq_consumer = st.req.consumer();
     if this
         .sq
         .geometry()
-        .used(this.sq.producer(), st.sq_consumer)
+        .used(this.sq.producer(), sq_consumer)
         .is_ok()
     {
-        st.sq_consumer = this.sq.producer();
-        this.sq.set_consumer(st.sq_consumer);
+        sq_consumer = this.sq.producer();
+        this.sq.set_consumer(sq_consumer);
     }
     if let Some(rq) = &this.rq {
         if rq.geometry().used(rq.producer(), st.rq_consumer).is_ok() {
@@ -667,6 +653,7 @@ fn discard(this: &RoxeQp, st: &mut QpState) {
             rq.set_consumer(st.rq_consumer);
         }
     }
+    sq_consumer
 }
 
 /// The route for a connected QP's address vector, if there is one.
@@ -688,28 +675,41 @@ pub(crate) fn flush_all(qp: &Qp<Roxe>, st: &mut QpState) {
     flush(qp, st)
 }
 
-/// Completes every outstanding work request with a flush error.
+/// Completes every outstanding work request with a flush error; the
+/// requester stops, and gives back its read credits.
 fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
-    let qpn = qp.qp_num();
+    let from = st.req.consumer();
     let prod = this.sq.producer();
-    if let (Ok(n), Some(scq)) = (this.sq.geometry().used(prod, st.sq_consumer), qp.send_cq()) {
-        for i in 0..n {
-            let w = this.sq.read(st.sq_consumer.wrapping_add(i));
+    let to = if this.sq.geometry().used(prod, from).is_ok() {
+        prod
+    } else {
+        from
+    };
+    flush_sq(qp, from, to);
+    with_req(qp, st, |r, io| r.flush(to, io));
+    flush_rq(qp, st);
+}
+
+/// Completes send WQEs `from..to` with a flush error, and moves the SQ's
+/// consumer index in the ring to `to` (the requester's is the caller's).
+pub(crate) fn flush_sq(qp: &Qp<Roxe>, from: u32, to: u32) {
+    let this = qp.data();
+    if let Some(scq) = qp.send_cq() {
+        let mut i = from;
+        while i != to {
+            let w = this.sq.read(i);
             let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
             // A full CQ is reported by `push` itself (IB_EVENT_CQ_ERR) and
             // takes nothing more: the rest go without completions, so one
             // call does no more work than the CQ has room for.
-            if cq::push(scq, flush_cqe(qpn, w.wr_id, op), false).is_err() {
+            if cq::push(scq, flush_cqe(qp.qp_num(), w.wr_id, op), false).is_err() {
                 break;
             }
+            i = i.wrapping_add(1);
         }
-        st.sq_consumer = prod;
-        this.sq.set_consumer(prod);
     }
-    st.req.release_reads(&qp.device().data().read_credits);
-    flush_rq(qp, st);
-    st.reset_progress();
+    this.sq.set_consumer(to);
 }
 
 /// Completes receive WQE `held`, which the responder took from the RQ or
@@ -732,7 +732,7 @@ pub(crate) fn flush_held(
 
 /// Completes every outstanding receive with a flush error: first the one
 /// the responder holds, then the RQ's. The responder stops.
-fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
+pub(crate) fn flush_rq(qp: &Qp<Roxe>, st: &mut QpState) {
     let this = qp.data();
     let held = st.resp.flush();
     // An XRC target QP's held receive completes to the CQ of the SRQ it
@@ -784,31 +784,13 @@ fn check_send_wqe(this: &RoxeQp, w: &SendWqe) -> core::result::Result<(), WcStat
     Ok(())
 }
 
-/// Completes the next `n` send WQEs with a flush error, in order.
-fn flush_sq_head(qp: &Qp<Roxe>, st: &mut QpState, n: u32) {
-    let this = qp.data();
-    if let Some(scq) = qp.send_cq() {
-        for i in 0..n {
-            let w = this.sq.read(st.sq_consumer.wrapping_add(i));
-            let op = SendOp::from_raw(w.opcode).map_or(WcOp::Send, SendOp::completion);
-            // As in `flush`: a full or broken CQ ends it.
-            if cq::push(scq, flush_cqe(qp.qp_num(), w.wr_id, op), false).is_err() {
-                break;
-            }
-        }
-    }
-    st.sq_consumer = st.sq_consumer.wrapping_add(n);
-    st.sq_checked = 0;
-    this.sq.set_consumer(st.sq_consumer);
-}
-
 /// Moves the QP to ERR because the WQE `ahead` slots past the consumer is
 /// bad. Completions follow posting order: the valid WQEs before it are
 /// flushed (nothing can send them once the QP is in ERR), the bad one
 /// completes with `status`, and everything after it is flushed.
 fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, ahead: u32, bad: &SendWqe, status: WcStatus) {
-    let this = qp.data();
-    flush_sq_head(qp, st, ahead);
+    let bad_idx = st.req.consumer().wrapping_add(ahead);
+    flush_sq(qp, st.req.consumer(), bad_idx);
     let op = SendOp::from_raw(bad.opcode).map_or(WcOp::Send, SendOp::completion);
     if let Some(scq) = qp.send_cq() {
         let cqe = Cqe {
@@ -817,9 +799,8 @@ fn fail_qp(qp: &Qp<Roxe>, st: &mut QpState, ahead: u32, bad: &SendWqe, status: W
         };
         let _ = cq::push(scq, cqe, false);
     }
-    st.sq_consumer = st.sq_consumer.wrapping_add(1);
-    st.sq_checked = 0;
-    this.sq.set_consumer(st.sq_consumer);
+    qp.data().sq.set_consumer(bad_idx.wrapping_add(1));
+    with_req(qp, st, |r, io| r.flush(bad_idx.wrapping_add(1), io));
     st.attr.state = State::Err;
     flush(qp, st);
 }
@@ -834,13 +815,13 @@ pub(crate) fn doorbell(qp: &Qp<Roxe>) -> Result {
 pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
     let this = qp.data();
     let prod = this.sq.producer();
-    let pending = match this.sq.geometry().used(prod, st.sq_consumer) {
+    let pending = match this.sq.geometry().used(prod, st.req.consumer()) {
         Ok(n) => n,
         Err(_) => {
             // An impossible producer index: the ring cannot be trusted.
             if st.attr.state != State::Err {
                 st.attr.state = State::Err;
-                st.req.release_reads(&qp.device().data().read_credits);
+                with_req(qp, st, |r, io| r.flush(r.consumer(), io));
                 flush_rq(qp, st);
                 // The event handler runs later, from a work item.
                 qp.report_fatal();
@@ -856,16 +837,17 @@ pub(crate) fn doorbell_locked(qp: &Qp<Roxe>, st: &mut QpState) -> Result {
     if !st.attr.state.can_post_send() {
         return Err(EINVAL);
     }
-    for i in st.sq_checked.min(pending)..pending {
-        let w = this.sq.read(st.sq_consumer.wrapping_add(i));
+    let consumer = st.req.consumer();
+    for i in st.req.checked().min(pending)..pending {
+        let w = this.sq.read(consumer.wrapping_add(i));
         if let Err(status) = check_send_wqe(this, &w) {
             fail_qp(qp, st, i, &w, status);
             return Ok(());
         }
     }
-    st.sq_checked = pending;
+    st.req.set_checked(pending);
     if st.attr.state == State::Rts {
-        self::req::send_pending(qp, st);
+        req::send_pending(qp, st);
     }
     Ok(())
 }

@@ -274,7 +274,7 @@ pub(super) fn park_request(
 /// RNR wait holds the timer (it takes them when that ends: an earlier
 /// expiry would cut the RNR wait short).
 fn arm_for_rate(qp: &Qp<Roxe>, st: &QpState, wait_us: u32) {
-    if !st.comp.rnr_wait {
+    if !st.req.rnr_waiting() {
         qp.arm_timer_by(wait_us.div_ceil(1000));
     }
 }
