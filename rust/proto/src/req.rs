@@ -12,58 +12,48 @@
 //! credit pool) is reached through the [`Io`] trait, and time is an
 //! argument: nothing here reads a clock.
 //!
-//! # Driver map
+//! # In the driver
 //!
-//! Each method makes the decisions of these driver functions
-//! (`drivers/infiniband/sw/roxe/`, as of commit c435139, which moved them
-//! unchanged out of `datapath.rs`):
-//!
-//! - [`Requester::send_pending`]: `req.rs` `send_pending`, `send_loop`,
-//!   `send_connected`, `send_flush`, `take_read_credits`, `complete_send`,
-//!   `fail`; `comp.rs` `arm_retry`, `timeout_ms`.
-//! - [`Requester::on_response`]: `comp.rs` `complete` (read responses,
-//!   atomic acknowledges, ACK, NAK and RNR NAK), `ack_before_read`,
-//!   `ack_up_to`, `ack_loop`, `progress`, `go_back_once`, `go_back`,
-//!   `rnr_nak`.
-//! - [`Requester::on_timer`]: `comp.rs` `on_timer` (the kick, the
-//!   retransmission timeout and the end of an RNR wait; not the kernel
-//!   posts it runs first).
-//! - [`Requester::set_checked`]: `qp.rs` `doorbell_locked` (`sq_checked`).
-//! - [`Requester::flush`], [`Requester::reset`]: `qp.rs` `flush`,
-//!   `QpState::reset_progress`, `QpState::release_reads`, the RESET arm of
-//!   `modify`.
-//! - The `set_*` methods: the `modify` fields `SQ_PSN`, `RETRY_CNT`,
-//!   `RNR_RETRY`, `TIMEOUT`, `PATH_MTU`, `MAX_QP_RD_ATOMIC`.
+//! `drivers/infiniband/sw/roxe/qp/req.rs` (`SendIo`) is the [`Io`] the
+//! kernel runs it with: the doorbell calls [`Requester::send_pending`],
+//! the receive hook [`Requester::on_response`] (`qp/comp.rs`), the QP
+//! timer [`Requester::on_timer`], and `modify` the `set_*` methods, which
+//! take the fields `SQ_PSN`, `RETRY_CNT`, `RNR_RETRY`, `TIMEOUT`,
+//! `MAX_QP_RD_ATOMIC` and the path MTU. The doorbell's checks end in
+//! [`Requester::set_checked`]; the move to ERR in [`Requester::flush`],
+//! the move to RESET in [`Requester::reset`].
 //!
 //! What stays in the driver: reading and checking WQEs (`Io::wqe`: opcode,
 //! length, SGEs, the atomic and FLUSH argument checks), building and
-//! sending packets from a [`Segment`] (`Io::transmit`), copying response
-//! data into the WQE's buffers (`Io::scatter`), completion queue entries
-//! and flushing (`Io::complete`, `Io::fatal`), the timer, the device's
-//! read credit pool, local memory operations, and UD.
+//! sending packets from a [`Segment`] (`Io::transmit`) and whole datagrams
+//! (`Io::datagram`), copying response data into the WQE's buffers
+//! (`Io::scatter`), completion queue entries and flushing (`Io::complete`,
+//! `Io::fatal`), the timer, the device's read credit pool, local memory
+//! operations, the QP's rate (`Io::hold`) and the counters (`Io::event`).
 //!
 //! The path MTU ([`Requester::set_mtu`]) cuts messages and places read
-//! responses; as in the driver, change it only with nothing outstanding.
+//! responses; change it only with nothing outstanding.
 //!
-//! # Where it departs from the driver
+//! # Where it departed from the driver's own requester
 //!
-//! Each of these is a driver behaviour the link tests (or a reading) showed
-//! to be wrong; the driver keeps it until it is switched to this machine.
+//! Until 2026-12-05 the driver had its own copy of these rules. The link
+//! tests (or a reading) showed four of its behaviours to be wrong, and the
+//! driver lost them when it moved onto this machine:
 //!
 //! 1. A read response or atomic acknowledge acknowledges the requests
 //!    before it only if its PSN is one still awaited (`una..npsn`). The
-//!    driver's `ack_before_read` runs first, for any response, so a
+//!    driver's `ack_before_read` ran first, for any response, so a
 //!    duplicated or late response completed the SEND or WRITE queued after
 //!    the read as if it had been acknowledged, even when it was lost.
 //! 2. A NAK or RNR NAK for a message still being sent (its first packets
 //!    out, the window stopping the rest) is acted on. The driver tested
 //!    `sq_sent == sq_consumer`, which holds for such a message, and dropped
 //!    the NAK as unexpected: the QP then timed out to `RETRY_EXC_ERR`.
-//! 3. A WQE that failed locally behind others (`sq_blocked`) is not sent
-//!    again, and only that WQE fails once the ones before it complete. The
-//!    driver kept trying to send it (with new PSNs for packets it had sent
-//!    before the failure), and after a go-back, which sets `sq_sent` back
-//!    to `sq_consumer`, failed the oldest WQE with the blocked one's status.
+//! 3. A WQE that failed locally behind others is not sent again, and only
+//!    that WQE fails once the ones before it complete. The driver kept
+//!    trying to send it (with new PSNs for packets it had sent before the
+//!    failure), and after a go-back, which sets `sq_sent` back to
+//!    `sq_consumer`, failed the oldest WQE with the blocked one's status.
 //! 4. A WQE's operation, length and packet count are read once, when its
 //!    first packet goes out, and a resumed WQE keeps them. The driver read
 //!    them from the ring again on each resumption, so a WQE rewritten by
