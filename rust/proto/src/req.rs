@@ -1637,6 +1637,8 @@ mod tests {
         absent: u32,
         /// What `hold` answers.
         hold_us: u32,
+        /// `hold` answers 1000 once this many packets are out.
+        hold_after: Option<usize>,
         events: Vec<Event>,
         /// Datagrams sent: WQE and PSN.
         datagrams: Vec<(u32, Psn)>,
@@ -1654,6 +1656,7 @@ mod tests {
                 scatter_err: None,
                 absent: 0,
                 hold_us: 0,
+                hold_after: None,
                 events: Vec::new(),
                 datagrams: Vec::new(),
             }
@@ -1714,7 +1717,10 @@ mod tests {
         }
 
         fn hold(&mut self) -> u32 {
-            self.hold_us
+            match self.hold_after {
+                Some(n) if self.segs.len() >= n => 1000,
+                _ => self.hold_us,
+            }
         }
 
         fn event(&mut self, e: Event) {
@@ -2126,58 +2132,11 @@ mod tests {
         let mut io2 = TestIo::new();
         let mut r = requester(1024, 0);
         io2.post(SendOp::Send, 3000);
-        io2.hold_us = 0;
         r.set_checked(1);
-        io2.absent = 0;
         // The rate allows the first packet only.
-        struct Once<'a>(&'a mut TestIo, bool);
-        impl Io for Once<'_> {
-            fn queued(&mut self, c: u32) -> Option<u32> {
-                self.0.queued(c)
-            }
-            fn wqe(&mut self, idx: u32) -> Wqe {
-                self.0.wqe(idx)
-            }
-            fn local_op(&mut self, i: u32, o: SendOp) -> Result<(), WcStatus> {
-                self.0.local_op(i, o)
-            }
-            fn transmit(&mut self, seg: &Segment) -> Result<(), ScatterError> {
-                self.1 = true;
-                self.0.transmit(seg)
-            }
-            fn datagram(&mut self, i: u32, o: SendOp, p: Psn) -> Result<Option<u32>, ScatterError> {
-                self.0.datagram(i, o, p)
-            }
-            fn scatter(&mut self, i: u32, o: u32, d: &[u8]) -> Result<(), ScatterError> {
-                self.0.scatter(i, o, d)
-            }
-            fn hold(&mut self) -> u32 {
-                if self.1 {
-                    1000
-                } else {
-                    0
-                }
-            }
-            fn complete(&mut self, c: &Completion) {
-                self.0.complete(c)
-            }
-            fn fatal(&mut self, from: u32) -> u32 {
-                self.0.fatal(from)
-            }
-            fn arm_timer(&mut self, ms: u32) {
-                self.0.arm_timer(ms)
-            }
-            fn take_credits(&mut self, n: u32) -> bool {
-                self.0.take_credits(n)
-            }
-            fn overdraw_credits(&mut self, n: u32) -> bool {
-                self.0.overdraw_credits(n)
-            }
-            fn give_back_credits(&mut self, n: u32) {
-                self.0.give_back_credits(n)
-            }
-        }
-        r.send_pending(0, &mut Once(&mut io2, false));
+        io2.hold_after = Some(1);
+        r.send_pending(0, &mut io2);
+        io2.hold_after = None;
         assert_eq!(io2.psns(), [0]);
         assert_eq!(io2.timer, Some(1));
         r.on_timer(1, &mut io2);
