@@ -637,16 +637,8 @@ fn flush_cqe(qp_num: u32, wr_id: u64, opcode: WcOp) -> Cqe {
 fn discard(this: &RoxeQp, st: &mut QpState) -> u32 {
     // A corrupt producer index leaves the consumer where it is; user space
     // sees its own garbage, the kernel reads nothing.
-    let mut sq_consumer = st.req.consumer();
-    if this
-        .sq
-        .geometry()
-        .used(this.sq.producer(), sq_consumer)
-        .is_ok()
-    {
-        sq_consumer = this.sq.producer();
-        this.sq.set_consumer(sq_consumer);
-    }
+    let sq_consumer = sq_end(this, st.req.consumer());
+    this.sq.set_consumer(sq_consumer);
     if let Some(rq) = &this.rq {
         if rq.geometry().used(rq.producer(), st.rq_consumer).is_ok() {
             st.rq_consumer = rq.producer();
@@ -678,17 +670,23 @@ pub(crate) fn flush_all(qp: &Qp<Roxe>, st: &mut QpState) {
 /// Completes every outstanding work request with a flush error; the
 /// requester stops, and gives back its read credits.
 fn flush(qp: &Qp<Roxe>, st: &mut QpState) {
-    let this = qp.data();
     let from = st.req.consumer();
-    let prod = this.sq.producer();
-    let to = if this.sq.geometry().used(prod, from).is_ok() {
-        prod
-    } else {
-        from
-    };
+    let to = sq_end(qp.data(), from);
     flush_sq(qp, from, to);
     with_req(qp, st, |r, io| r.flush(to, io));
     flush_rq(qp, st);
+}
+
+/// Where flushing or discarding the SQ from index `from` ends: the
+/// producer index, or `from` itself if user space corrupted the producer
+/// (the kernel then reads nothing).
+pub(crate) fn sq_end(this: &RoxeQp, from: u32) -> u32 {
+    let prod = this.sq.producer();
+    if this.sq.geometry().used(prod, from).is_ok() {
+        prod
+    } else {
+        from
+    }
 }
 
 /// Completes send WQEs `from..to` with a flush error, and moves the SQ's

@@ -6,7 +6,7 @@
 //! order); this file gives it the QP's rings, memory, packets, timer and
 //! counters through [`SendIo`], its [`Io`]. It runs under the QP's state
 //! lock (bottom halves off), from the doorbell, the receive hook
-//! ([`super::comp`]) and the QP timer.
+//! (`qp/comp.rs`) and the QP timer.
 
 use super::{QpState, RoxeQp};
 use crate::counters::Event as Count;
@@ -445,13 +445,7 @@ impl Io for SendIo<'_> {
     fn fatal(&mut self, from: u32) -> u32 {
         // The flush itself waits for the machine to return (`with_req`);
         // it takes the queue up to the producer, if that index is sane.
-        let sq = &self.qp.data().sq;
-        let prod = sq.producer();
-        let to = if sq.geometry().used(prod, from).is_ok() {
-            prod
-        } else {
-            from
-        };
+        let to = super::sq_end(self.qp.data(), from);
         self.fatal = Some((from, to));
         to
     }
