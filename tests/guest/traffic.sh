@@ -162,10 +162,35 @@ if [ $ok = 1 ] && [ "${ROXE_TRAFFIC_SET:-full}" = lossy ]; then
 	# server receives, rdma-verify that of writes (client to server), reads
 	# (server to client) and sends, each byte for byte.
 	counters_save "$dev" /tmp/lossy-counters
+	# roxe's congestion window (`rdma -dd res`, cwnd_packets) while the
+	# transfers run: every loss halves it, to no less than 8 packets.
+	if [ "$DRV" = roxe ]; then
+		while :; do
+			rdma -dd res show qp link "$dev/1" 2>/dev/null | grep -o 'cwnd_packets [0-9]*'
+			sleep 0.2
+		done >/tmp/cwnd-samples &
+		cwnd_pid=$!
+	fi
 	limit=240 last_send_may_fail=1 pair rc-64k 18516 '^50 iters in ' ibv_rc_pingpong -d "$dev" -g "$gidx" -n 50 -s 65536 -m 1024 --chk
 	limit=600 server_re=$vre pair verify 18523 "$vre" \
 		python3 "$ROXE_ROOT/tests/guest/rdma-verify.py" --dev "$dev" --gid-index "$gidx" \
 		--mtu 1024 --ops write,read,send --sizes 1,4096,65537,1048576 --timeout 120
+	if [ -n "${cwnd_pid:-}" ]; then
+		kill "$cwnd_pid" 2>/dev/null
+		wait "$cwnd_pid" 2>/dev/null
+		cw=$(awk '{print $2}' /tmp/cwnd-samples | sort -n | uniq | tr '\n' ' ')
+		lo=$(awk '{print $2}' /tmp/cwnd-samples | sort -n | head -1)
+		# A window below the full 64 shows a loss acted on; none below 8.
+		# The client's (role 2) is checked: it drives rdma-verify's writes
+		# and reads of up to 1 MiB; the server's is shown.
+		if [ "$ROXE_ROLE" != 2 ]; then
+			echo "    cwnd_packets seen: ${cw:-none}"
+		elif [ -n "$lo" ] && [ "$lo" -lt 64 ] && [ "$lo" -ge 8 ]; then
+			pass "the congestion window shrank on losses (cwnd_packets seen: $cw)"
+		else
+			fail "the congestion window never shrank, or fell below 8 (cwnd_packets seen: ${cw:-none})"
+		fi
+	fi
 	tc -s qdisc show dev "$ROXE_IF" | sed 's/^/    /'
 	# What the engines counted, to read a failure by.
 	echo "    $dev counters that moved:"

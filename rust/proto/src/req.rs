@@ -89,6 +89,10 @@ pub const WINDOW: u32 = 64;
 /// 11.2 MB/s in four runs of `tests/guest/bw-probe.sh`, and 10.6 to 16.7 at
 /// a quarter, with writes and reads unchanged and no datagram lost.
 pub const ACK_EVERY: u32 = WINDOW / 4;
+/// The least a QP's congestion window falls to after losses, in packets:
+/// at a quarter window, an ACK request every 2 packets.
+pub const MIN_CWND: u32 = 8;
+
 /// The most bytes an RC requester keeps unacknowledged: [`WINDOW`] packets
 /// up to a 2048-byte path MTU, 32 at 4096. At netdev MTU 9000 (RoCE MTU
 /// 4096) a window of 64 packets moved `ib_write_bw` 1M at 20.9 MB/s (range
@@ -223,6 +227,10 @@ pub struct Span {
     len: u32,
     op: SendOp,
     waits: bool,
+    /// A read's piece: the response packets one request asks for, fixed
+    /// when the read starts, so a piece asked for again is a subset of the
+    /// first request whatever the window does meanwhile.
+    piece: u32,
 }
 
 impl Span {
@@ -233,6 +241,7 @@ impl Span {
         len: 0,
         op: SendOp::Send,
         waits: false,
+        piece: 0,
     };
 
     /// The WQE's first PSN.
@@ -512,6 +521,17 @@ pub struct Requester<S> {
     active: i64,
     /// The time (ms) the current call was given.
     now: i64,
+    /// The congestion window in packets: `cfg.window` until a loss, halved
+    /// at each (at least [`MIN_CWND`]), one more for each window's worth
+    /// acknowledged since. It bounds the send and the read window.
+    cwnd: u32,
+    /// Packets acknowledged towards the next step up of `cwnd`.
+    cwnd_acked: u32,
+    /// The PSN after the last one ever sent. After a go-back, PSNs before
+    /// it are sent again up to the configured window whatever `cwnd` is:
+    /// the responder may hold them all already and answers each duplicate
+    /// with an ACK of its newest, which counts only once it is sent again.
+    high: Psn,
 }
 
 fn waits_for_response(op: SendOp) -> bool {
@@ -562,6 +582,9 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             pace_us: 0,
             active: 0,
             now: 0,
+            cwnd: cfg.window,
+            cwnd_acked: 0,
+            high: sq_psn,
         };
         r.sanitise();
         r
@@ -572,6 +595,61 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         // A read piece must fit the window.
         self.cfg.read_window = self.cfg.read_window.clamp(1, self.cfg.window);
         self.cfg.budget = self.cfg.budget.max(1);
+        self.cwnd = self.cfg.window;
+        self.cwnd_acked = 0;
+    }
+
+    /// The send window in force: the configured one, or less after losses.
+    fn win(&self) -> u32 {
+        self.cfg.window.min(self.cwnd)
+    }
+
+    /// The read window in force, likewise.
+    fn read_win(&self) -> u32 {
+        self.cfg.read_window.min(self.cwnd)
+    }
+
+    /// A loss (a retry timeout, a sequence NAK, a gap in read responses):
+    /// halves the congestion window. Each QP's window alone fits the wire,
+    /// but several QPs' windows together can overflow a buffer on the way;
+    /// backing off as TCP does lets them share it (Documentation/bench.md,
+    /// "Several QPs on one link").
+    fn congested(&mut self) {
+        self.cwnd = (self.cwnd / 2).max(MIN_CWND).min(self.cfg.window);
+        self.cwnd_acked = 0;
+    }
+
+    /// `n` more packets acknowledged: one step up of the congestion window
+    /// for each window's worth, up to the configured window.
+    fn grow(&mut self, n: u32) {
+        // Kept close behind `npsn`, so the 24-bit comparison holds.
+        self.note_high();
+        if self.cwnd >= self.cfg.window {
+            return;
+        }
+        self.cwnd_acked = self.cwnd_acked.saturating_add(n);
+        while self.cwnd < self.cfg.window && self.cwnd_acked >= self.cwnd {
+            self.cwnd_acked -= self.cwnd;
+            self.cwnd += 1;
+        }
+    }
+
+    fn note_high(&mut self) {
+        if self.npsn.diff(self.high) > 0 {
+            self.high = self.npsn;
+        }
+    }
+
+    /// Whether the send window `window` is full: PSNs sent again after a
+    /// go-back count against the configured window only.
+    fn window_full(&self, window: u32) -> bool {
+        let out = self.una.distance(self.npsn);
+        out >= self.cfg.window || (out >= window && self.npsn.diff(self.high) >= 0)
+    }
+
+    /// The congestion window, in packets (for counters and tests).
+    pub fn cwnd(&self) -> u32 {
+        self.win()
     }
 
     /// The settings.
@@ -583,6 +661,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
     pub fn set_sq_psn(&mut self, psn: Psn) {
         self.npsn = psn;
         self.una = psn;
+        self.high = psn;
     }
 
     /// `modify` with `RETRY_CNT`: the count and the retries left.
@@ -715,6 +794,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         self.sent = self.consumer;
         self.pkt = 0;
         self.una = self.npsn;
+        self.high = self.npsn;
         self.kick = false;
         self.fault_wait = false;
         self.pace_us = 0;
@@ -749,6 +829,8 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         self.retry_left = self.cfg.retry_cnt;
         self.rnr_left = self.cfg.rnr_retry;
         self.stopped = false;
+        self.cwnd = self.cfg.window;
+        self.cwnd_acked = 0;
     }
 
     /// Retires the oldest WQE with `status` (`complete_send`).
@@ -1003,7 +1085,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         budget: &mut u32,
     ) -> Result<Option<u32>, Halt> {
         let reliable = self.cfg.transport.is_reliable();
-        let (window, rw, mtu) = (self.cfg.window, self.cfg.read_window, self.cfg.mtu);
+        let (window, rw, mtu) = (self.win(), self.read_win(), self.cfg.mtu);
         let mut prepaid = false;
         let span = match w {
             // Departure 4: a resumed WQE keeps what it started with.
@@ -1020,17 +1102,33 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                     seg::packet_count(wlen, mtu).ok_or(WcStatus::LocLenErr)?
                 };
                 let read = op == SendOp::RdmaRead;
+                // A read sent again after a go-back asks in the pieces of
+                // its first pass: the responder takes a request it has seen
+                // only if it is part of one it answered. A new read asks in
+                // pieces of the read window in force.
+                let old = self.span(idx);
+                let piece = if read
+                    && self.npsn.diff(self.high) < 0
+                    && old.first == self.npsn
+                    && old.op == SendOp::RdmaRead
+                    && old.piece != 0
+                {
+                    old.piece
+                } else {
+                    rw
+                };
                 // Nothing is recorded for a WQE that cannot start yet.
-                let read_full =
-                    read && self.una != self.npsn && self.una.distance(self.npsn) + n.min(rw) > rw;
+                let read_full = read
+                    && self.una != self.npsn
+                    && self.una.distance(self.npsn) + n.min(piece) > rw;
                 if *budget == 0
-                    || (reliable && self.una.distance(self.npsn) >= window)
+                    || (reliable && self.window_full(window))
                     || read_full
                     || self.paced(io)
                 {
                     return Ok(None);
                 }
-                if read && !self.take_read_credits(now, io, n.min(rw)) {
+                if read && !self.take_read_credits(now, io, n.min(piece)) {
                     return Ok(None);
                 }
                 prepaid = read;
@@ -1041,6 +1139,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                     len: wlen,
                     op,
                     waits,
+                    piece,
                 };
                 self.set_span(idx, s);
                 if waits {
@@ -1052,11 +1151,9 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         let (op, len) = (span.op, span.len);
         let n = span.first.distance(span.last) + 1;
         let first = span.first;
+        let piece_len = span.piece.max(1);
         while self.pkt < n {
-            if *budget == 0
-                || (reliable && self.una.distance(self.npsn) >= window)
-                || self.paced(io)
-            {
+            if *budget == 0 || (reliable && self.window_full(window)) || self.paced(io) {
                 return Ok(None);
             }
             *budget -= 1;
@@ -1082,7 +1179,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 continue;
             }
             if op == SendOp::RdmaRead {
-                if i != 0 && i.checked_rem(rw) == Some(0) && self.una != self.npsn {
+                if i != 0 && i.checked_rem(piece_len) == Some(0) && self.una != self.npsn {
                     // The pieces of one read go one at a time: each is a
                     // request the responder keeps a resource for.
                     *budget += 1;
@@ -1090,7 +1187,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 }
                 // Requests cover fixed `rw`-packet pieces, so one asked
                 // again part-way is a subset of the one sent first.
-                let piece = (n - i).min(rw - i % rw);
+                let piece = (n - i).min(piece_len - i % piece_len);
                 if !core::mem::take(&mut prepaid) {
                     if self.una != self.npsn && self.una.distance(self.npsn) + piece > rw {
                         // Resumed by the responses.
@@ -1164,7 +1261,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         let opcode = seg::request_opcode(self.cfg.transport, SendOp::Flush, Position::Only)
             .ok_or(WcStatus::LocQpOpErr)?;
         let len = w.len?;
-        if *budget == 0 || self.una.distance(self.npsn) >= self.cfg.window {
+        if *budget == 0 || self.window_full(self.win()) {
             return Ok(None);
         }
         *budget -= 1;
@@ -1176,6 +1273,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 len: 0,
                 op: SendOp::Flush,
                 waits: true,
+                piece: 1,
             },
         );
         self.reads_out += 1;
@@ -1258,6 +1356,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
         if i != self.read_next {
             // A gap: ask again from the first response missing.
             if i > self.read_next && self.go_back_once(now, io) {
+                self.congested();
                 io.event(Event::ResponseGap);
             }
             return Err(Discard::Psn);
@@ -1292,6 +1391,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             _ => return Err(Discard::Unexpected),
         };
         self.read_next += 1;
+        self.grow(1);
         self.una = psn.next();
         self.progress();
         if s.op == SendOp::Flush {
@@ -1351,6 +1451,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             self.wait_for_fault(io);
             return Err(Discard::NotPresent);
         }
+        self.grow(1);
         self.una = psn.next();
         self.progress();
         self.reads_out = self.reads_out.saturating_sub(1);
@@ -1402,6 +1503,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 }
                 if code == NakCode::PsnSequenceError {
                     if self.go_back_once(now, io) {
+                        self.congested();
                         io.event(Event::NakSeq);
                     }
                     return Ok(());
@@ -1493,6 +1595,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             return;
         } else {
             io.event(Event::Timeout);
+            self.congested();
             self.retry_left -= 1;
             // The next timeout counts from this retry, whether or not
             // anything can be sent now.
@@ -1523,6 +1626,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             };
             self.sent = self.consumer;
             self.pkt = s.first.distance(resume);
+            self.note_high();
             self.npsn = resume;
             self.una = resume;
             // A read resumed part-way is still outstanding; its responses
@@ -1570,6 +1674,7 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
     /// Completes every sent WQE, up to the first that waits for a
     /// response, whose last PSN is at or before `psn`, and moves `una`.
     fn ack_up_to(&mut self, io: &mut impl Io, psn: Psn) {
+        self.note_high();
         let before = self.consumer;
         self.ack_loop(io, psn);
         if self.stopped {
@@ -1591,7 +1696,14 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
             }
         }
         if acked.wrapping_sub(1).in_range(self.una, self.npsn) {
+            self.grow(self.una.distance(acked));
             self.una = acked;
+            self.progress();
+        } else if self.una != self.npsn && acked.wrapping_sub(1).in_range(self.npsn, self.high) {
+            // After a go-back, an ACK of what the responder held from the
+            // first pass: everything sent again is acknowledged.
+            self.grow(self.una.distance(self.npsn));
+            self.una = self.npsn;
             self.progress();
         }
     }
@@ -1897,6 +2009,135 @@ mod tests {
         assert_eq!((window(4096), ack_every(4096)), (32, 8));
         assert_eq!(window(1 << 20), 4);
         assert_eq!(Config::new(Transport::Rc, 4096).window, 32);
+    }
+
+    #[test]
+    fn losses_halve_the_window_and_acks_grow_it_back() {
+        let mut io = TestIo::new();
+        let mut r = requester(1024, 0);
+        let to = i64::from(timeout_ms(14).unwrap());
+        io.post(SendOp::RdmaWrite, 4000 * 1024);
+        start(&mut r, &mut io);
+        assert_eq!(r.cwnd(), WINDOW);
+        assert_eq!(io.psns(), (0..64).collect::<Vec<_>>());
+        // A timeout halves the window. What was sent goes again in full:
+        // the responder may hold all of it.
+        io.segs.clear();
+        r.on_timer(to, &mut io);
+        assert_eq!(r.cwnd(), 32);
+        assert_eq!(io.psns(), (0..64).collect::<Vec<_>>());
+        // Past what was ever sent, only the smaller window goes out, with
+        // an ACK request every quarter of it. 64 acknowledged: 32 of them
+        // step the window up to 33, and 32 are left towards the next step.
+        io.segs.clear();
+        r.on_response(&ack(63), to, &mut io).unwrap();
+        assert_eq!(r.cwnd(), 33);
+        assert_eq!(io.psns(), (64..97).collect::<Vec<_>>());
+        let asked: Vec<u32> = io
+            .segs
+            .iter()
+            .filter(|s| s.ack_req)
+            .map(|s| s.psn.get())
+            .collect();
+        assert_eq!(asked, [71, 79, 87, 95]);
+        // A sequence NAK halves it again (after its implied ACK of 64..=69
+        // stepped it up to 34).
+        r.on_response(&nak(70, NakCode::PsnSequenceError), to, &mut io)
+            .unwrap();
+        assert_eq!(r.cwnd(), 17);
+        // So do timeouts, down to MIN_CWND and no further.
+        let mut now = to;
+        for _ in 0..3 {
+            now += to;
+            r.on_timer(now, &mut io);
+        }
+        assert_eq!(r.cwnd(), MIN_CWND);
+        // Progress without loss grows it back to the window and no further.
+        for _ in 0..400 {
+            let una = r.npsn().get() - 1;
+            r.on_response(&ack(una), to, &mut io).unwrap();
+        }
+        assert_eq!(r.cwnd(), WINDOW);
+        // A QP reset starts at the full window.
+        r.reset(r.consumer(), &mut io);
+        assert_eq!(r.cwnd(), WINDOW);
+    }
+
+    #[test]
+    fn an_ack_past_what_was_sent_again_counts() {
+        // After a go-back, the responder may be ahead of what the smaller
+        // window sent again; its ACK of the newest PSN it holds (as a
+        // responder answers a duplicate) acknowledges all of that.
+        // Here the budget per call (16) cuts the sending again short.
+        let mut io = TestIo::new();
+        let mut c = Config::new(Transport::Rc, 1024);
+        c.budget = 16;
+        let mut r = Requester::new(c, vec![Span::EMPTY; 64], Psn::new(0));
+        let to = i64::from(timeout_ms(14).unwrap());
+        io.post(SendOp::RdmaWrite, 100 * 1024);
+        start(&mut r, &mut io);
+        while io.segs.len() < 64 {
+            r.on_timer(0, &mut io);
+        }
+        // The kick that found the window shut.
+        r.on_timer(0, &mut io);
+        io.segs.clear();
+        r.on_timer(to, &mut io);
+        assert_eq!(io.psns(), (0..16).collect::<Vec<_>>());
+        // The responder held 0..=63 from the first pass.
+        io.segs.clear();
+        r.on_response(&ack(63), to, &mut io).unwrap();
+        assert_eq!(r.una().get(), 16);
+        assert_eq!(io.psns(), (16..32).collect::<Vec<_>>());
+        // Beyond the window it is refused.
+        assert_eq!(r.on_response(&ack(200), to, &mut io), Err(Discard::Psn));
+        assert_eq!(r.una().get(), 16);
+    }
+
+    #[test]
+    fn a_read_sent_again_keeps_its_pieces() {
+        let mut io = TestIo::new();
+        let mut r = requester(1024, 0);
+        let to = i64::from(timeout_ms(14).unwrap());
+        io.post(SendOp::RdmaRead, 100 * 1024);
+        start(&mut r, &mut io);
+        assert_eq!((io.segs[0].psn.get(), io.segs[0].len), (0, 64 * 1024));
+        // The responses never came: the window halves, but the read is
+        // asked for again in its first piece, which the responder knows.
+        io.segs.clear();
+        r.on_timer(to, &mut io);
+        assert_eq!(r.cwnd(), 32);
+        assert_eq!((io.segs[0].psn.get(), io.segs[0].len), (0, 64 * 1024));
+        let data = [7u8; 1024];
+        for i in 0..64 {
+            let op = match i {
+                0 => Opcode::RcRdmaReadResponseFirst,
+                63 => Opcode::RcRdmaReadResponseLast,
+                _ => Opcode::RcRdmaReadResponseMiddle,
+            };
+            r.on_response(&read_resp(op, i, &data), to, &mut io)
+                .unwrap();
+        }
+        // The rest of the same read keeps the 64-packet grid.
+        let last = io.segs.last().unwrap();
+        assert_eq!((last.psn.get(), last.len), (64, 36 * 1024));
+        for i in 64..100 {
+            let op = match i {
+                64 => Opcode::RcRdmaReadResponseFirst,
+                99 => Opcode::RcRdmaReadResponseLast,
+                _ => Opcode::RcRdmaReadResponseMiddle,
+            };
+            r.on_response(&read_resp(op, i, &data), to, &mut io)
+                .unwrap();
+        }
+        assert_eq!(io.done.len(), 1);
+        // A new read after it asks in pieces of the window in force.
+        io.post(SendOp::RdmaRead, 100 * 1024);
+        start(&mut r, &mut io);
+        let last = io.segs.last().unwrap();
+        assert_eq!(last.psn.get(), 100);
+        assert_eq!(last.len, r.cwnd() * 1024);
+        assert!(r.cwnd() < 64);
     }
 
     #[test]

@@ -1013,7 +1013,8 @@ impl Sim {
         &self.pairs[i].req
     }
 
-    /// Each pair's state, for a failure message.
+    /// Each pair's state, for a failure message, with the last events of
+    /// each pair that failed (of every pair with `ROXE_SIM_TRACE` set).
     pub fn dump(&self) -> String {
         let mut out = String::new();
         for (i, p) in self.pairs.iter().enumerate() {
@@ -1050,7 +1051,7 @@ impl Sim {
         }
         out += &format!("credits {} at {} us\n", self.credits.avail, self.net.now);
         for (i, p) in self.pairs.iter().enumerate() {
-            if p.rs.fatal || p.ps.fatal {
+            if p.rs.fatal || p.ps.fatal || std::env::var_os("ROXE_SIM_TRACE").is_some() {
                 out += &format!("pair {i}'s last events:\n");
                 for l in &self.net.trace[i] {
                     out += l;

@@ -137,18 +137,25 @@ pub(crate) fn take_cnp(qp: &Qp<Roxe>, ip: &[u8]) -> Result<(), Drop> {
 }
 
 /// `rdma -dd res show qp`: an RC or UC QP's DCQCN state, brought up to
-/// now.
+/// now, and a reliable QP's congestion window (packets; it shrinks on
+/// losses, `rust/proto`'s `Requester::cwnd`).
 pub(crate) fn fill_res(qp: &Qp<Roxe>, out: &mut ResAttrs<'_>) -> Result {
-    if !qp.data().qp_type.is_connected() {
+    let t = qp.data().qp_type;
+    if !t.is_connected() {
         return Ok(());
     }
-    let (rate, target, alpha) = {
+    let (rate, target, alpha, cwnd) = {
         let mut st = qp.data().state.lock();
+        let cwnd = st.req.cwnd();
         let r = &mut st.cc.rate;
         r.advance(&params(), now_us());
-        (r.rate_kbps(), r.target_kbps(), r.alpha())
+        (r.rate_kbps(), r.target_kbps(), r.alpha(), cwnd)
     };
     out.put_u64(c_str!("dcqcn_rate_kbps"), rate)?;
     out.put_u64(c_str!("dcqcn_target_kbps"), target)?;
-    out.put_u64(c_str!("dcqcn_alpha_1024"), u64::from(alpha))
+    out.put_u64(c_str!("dcqcn_alpha_1024"), u64::from(alpha))?;
+    if t.is_reliable() {
+        out.put_u64(c_str!("cwnd_packets"), u64::from(cwnd))?;
+    }
+    Ok(())
 }
