@@ -97,7 +97,7 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import GID, AHAttr, GlobalRoute
+from pyverbs.addr import AH, GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -792,8 +792,8 @@ def uc_qp(v, cq):
     return qp
 
 
-def ud_qp(v, cq):
-    cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+def ud_qp(v, cq, sq_psn=PSN, depth=4):
+    cap = QPCap(max_send_wr=depth, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
     qp = QP(v.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq, cap=cap))
     a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
     a.pkey_index = 0
@@ -801,7 +801,7 @@ def ud_qp(v, cq):
     qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_QKEY)
     qp.modify(QPAttr(qp_state=e.IBV_QPS_RTR), e.IBV_QP_STATE)
     a = QPAttr(qp_state=e.IBV_QPS_RTS)
-    a.sq_psn = PSN
+    a.sq_psn = sq_psn
     qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
     v.qps.append(qp)
     return qp
@@ -1245,11 +1245,11 @@ def xrc(v, w, check):
         f.close()
 
 
-def stamped_packets(w, psns, timeout=5.0, responses=False):
+def stamped_packets(w, psns, timeout=5.0, responses=False, opcodes=None):
     """A fresh packet socket on the peer's end of the wire; returns a
     function that collects, for each PSN in `psns`, the kernel's receive
-    stamp (seconds) of the first request packet (or read response, with
-    `responses`) to PEER_QPN with that PSN,
+    stamp (seconds) of the first RC request packet (or read response, with
+    `responses`, or packet with one of `opcodes`) to PEER_QPN with that PSN,
     until all came or `timeout` passed. Outgoing frames (the peer's own)
     are not queued on it."""
     rx = bp.socket_in(w.netns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -1279,7 +1279,10 @@ def stamped_packets(w, psns, timeout=5.0, responses=False):
             roce = ip[ihl + 8:]
             qpn = struct.unpack("!I", roce[4:8])[0] & 0xffffff
             psn = struct.unpack("!I", roce[8:12])[0] & 0xffffff
-            kind = roce[0] in READ_RESPONSES if responses else roce[0] < 0x0d
+            if opcodes is not None:
+                kind = roce[0] in opcodes
+            else:
+                kind = roce[0] in READ_RESPONSES if responses else roce[0] < 0x0d
             if qpn != PEER_QPN or psn not in want or psn in got or not kind:
                 continue
             stamp = None
@@ -1293,8 +1296,10 @@ def stamped_packets(w, psns, timeout=5.0, responses=False):
     return collect
 
 
-def dcqcn_rate(dev, qpn):
-    """The QP's dcqcn_rate_kbps in `rdma -dd res show qp`, or None."""
+def dcqcn_rate(dev, qpn, name="dcqcn_rate_kbps"):
+    """The QP's dcqcn_rate_kbps (or driver attribute `name`) in
+    `rdma -dd res show qp`, or None. A UD QP's is the lowest of its
+    destinations' rates."""
     out = subprocess.run(["rdma", "-dd", "res", "show", "qp", "link", f"{dev}/1"],
                          capture_output=True, text=True).stdout
     # One record per QP, from "link" to the next.
@@ -1302,8 +1307,8 @@ def dcqcn_rate(dev, qpn):
         toks = rec.split()
         pairs = dict(zip(toks, toks[1:]))
         # iproute2 names a driver's attribute drv_NAME.
-        if pairs.get("lqpn") == str(qpn) and "drv_dcqcn_rate_kbps" in pairs:
-            return int(pairs["drv_dcqcn_rate_kbps"])
+        if pairs.get("lqpn") == str(qpn) and f"drv_{name}" in pairs:
+            return int(pairs[f"drv_{name}"])
     print(f"     (rdma -dd res show qp: {out!r})")
     return None
 
@@ -1464,6 +1469,136 @@ def pacing(v, w, check):
         pass
 
 
+# A second address of the peer's, for a UD QP's second destination.
+SECOND = "192.0.2.132"
+# The line rate, kbit/s: a rate that has had no CNP.
+LINE_KBPS = 100_000_000
+
+
+def ud_pacing(v, w, check):
+    """Issue 17: a UD QP keeps a rate per destination. The peer sends CNPs
+    to a UD QP that has sent to it; the QP's next 16 datagrams to the peer
+    must spread out as a paced WRITE's do (at least 100 ms and three times
+    the time 16 take from a UD QP without CNPs), while 16 to another
+    address of the peer's (SECOND) go unpaced. A CNP from a host the QP
+    never sent to is dropped as rx_drop_address and cuts nothing. And the
+    notification point: a CE-marked datagram the QP takes (its Q_Key) makes
+    it send a CNP to the datagram's source QP; one with another Q_Key
+    does not."""
+    n = 16
+    mr = MR(v.pd, n * MTU, LW)
+    cq = CQ(v.ctx, 4 * n)
+    second_gid = gid_of(SECOND)
+
+    def ah(gid):
+        # Made with the neighbour resolved, so SECOND must be up first.
+        return AH(v.pd, attr=AHAttr(port_num=1, is_global=1,
+                                    gr=GlobalRoute(dgid=gid, sgid_index=v.gid_index)))
+
+    def post(qp, dest, count):
+        for i in range(count):
+            wr = SendWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + i * MTU, MTU, mr.lkey)])
+            wr.set_wr_ud(dest, PEER_QPN, QKEY)
+            qp.post_send(wr)
+
+    def send(qp, dest, base):
+        collect = stamped_packets(w, range(base, base + n), opcodes=(UD_SEND_ONLY,))
+        post(qp, dest, n)
+        got = spread(base, collect(0.6))
+        completions(cq, n, timeout=2.0)
+        return got
+
+    subprocess.run(["ip", "-n", w.netns, "addr", "add", f"{SECOND}/24", "dev", w.peer_if],
+                   check=True)
+    knob = "/sys/module/roxe/parameters/dcqcn_time_reset_us"
+    with open(knob) as f:
+        default = f.read().strip()
+    try:
+        to_peer, to_second = ah(v.peer_gid), ah(second_gid)
+        # The yardstick, under a CNP stream aimed at an idle QP.
+        idle = v.qp(LW)
+        free = ud_qp(v, cq, sq_psn=0xb000, depth=n)
+        stop = cnp_stream(w, idle.qp_num)
+        try:
+            time.sleep(0.5)
+            got_a, span_a = send(free, to_peer, 0xb000)
+        finally:
+            stop()
+
+        paced = ud_qp(v, cq, sq_psn=0xc000, depth=n)
+        # One datagram to each destination: the QP keeps a rate for both.
+        post(paced, to_peer, 1)
+        post(paced, to_second, 1)
+        completions(cq, 2)
+        dests = dcqcn_rate(v.dev, paced.qp_num, "dcqcn_dests")
+        check(dests == 2, f"the UD QP keeps a rate for its 2 destinations (dcqcn_dests {dests})")
+
+        # CNPs from a host the QP never sent to.
+        before = w.counters.read()
+        forged = w.pk.make(bp.bth(CNP, paced.qp_num, psn=0, pad=0) + bytes(16), src=SPOOFED)
+        for _ in range(5):
+            w.tx.sendto(forged, (w.ip, 0))
+        time.sleep(0.3)
+        rate = dcqcn_rate(v.dev, paced.qp_num)
+        check(counted(w, before, "rx_drop_address") == 5 and counted(w, before, "rp_cnp_handled") == 0
+              and rate == LINE_KBPS,
+              f"5 CNPs from {SPOOFED}, which the UD QP never sent to: rx_drop_address +5, none "
+              f"handled, the rates stay at the line ({rate} kbit/s; "
+              f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+
+        w.drain()
+        before = w.counters.read()
+        with open(knob, "w") as f:
+            f.write("100000")
+        stop = cnp_stream(w, paced.qp_num)
+        try:
+            time.sleep(0.5)
+            got_b, span_b = send(paced, to_peer, 0xc002)
+            rate = dcqcn_rate(v.dev, paced.qp_num)
+            got_c, span_c = send(paced, to_second, 0xc002 + n)
+        finally:
+            stop()
+    finally:
+        with open(knob, "w") as f:
+            f.write(default)
+        subprocess.run(["ip", "-n", w.netns, "addr", "del", f"{SECOND}/24", "dev", w.peer_if])
+    cuts = counted(w, before, "rp_cnp_handled")
+    check(got_a == n and got_b == n and got_c == n,
+          f"all three runs' {n} datagrams reach the peer ({got_a}, {got_b}, {got_c})")
+    check(cuts >= 10 and rate is not None and rate < 100_000,
+          f"the CNPs cut the rate to the peer: rp_cnp_handled +{cuts}, lowest dcqcn_rate_kbps "
+          f"{rate} (below 100 Mbit/s)")
+    # At the floor (1 Mbit/s) a datagram of 1 KiB takes 9 ms: 15 gaps are
+    # 135 ms. Unpaced, Python's posting sets the pace (20 to 25 ms for 16).
+    check(span_b >= 0.1 and span_b >= 3 * span_a,
+          f"paced, the datagrams to the peer spread out: {n} over {span_b * 1e3:.1f} ms with CNPs, "
+          f"{span_a * 1e3:.1f} ms without (at least 100 ms and 3 times as long)")
+    check(span_c * 3 <= span_b,
+          f"the datagrams to {SECOND} are not paced: {n} over {span_c * 1e3:.1f} ms "
+          f"(at most a third of the paced {span_b * 1e3:.1f} ms)")
+
+    # The notification point: CE-marked datagrams from the peer's QP.
+    buf = MR(v.pd, 2 * (MTU + GRH_LEN), LW)
+    for i in range(2):
+        paced.post_recv(RecvWR(wr_id=100 + i, num_sge=1,
+                               sg=[SGE(buf.buf + i * (MTU + GRH_LEN), MTU + GRH_LEN, buf.lkey)]))
+    w.drain()
+    before = w.counters.read()
+    for qkey in (QKEY ^ 1, QKEY):
+        pkt = w.pk.make(bp.bth(UD_SEND_ONLY, paced.qp_num, psn=1) + bp.deth(qkey, PEER_QPN)
+                        + b"ce" * 32, tos=3)
+        w.tx.sendto(pkt, (w.ip, 0))
+        time.sleep(0.2)
+    got = w.drain()
+    cnps = [p for p in got if p[0] == CNP]
+    check(len(cnps) == 1 and counted(w, before, "np_ecn_marked_roce_packets") == 2
+          and counted(w, before, "np_cnp_sent") == 1,
+          f"two CE-marked datagrams, one with another Q_Key: both counted as marked, one CNP "
+          f"to the sender's QP {PEER_QPN:#x} (sent {got}; "
+          f"{bp.fmt(bp.delta(before, w.counters.read()))})")
+    drain_cq(cq)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dev", default="roxe0")
@@ -1479,7 +1614,7 @@ def main():
     args = ap.parse_args()
     parts = (addresses, duplicate_reads, atomic_replays, stale_naks, requester_acks,
              retry_timer, blocked_wqe, read_responses, payload_sizes, receives, no_rd_atomic, ud_mtu,
-             multicast, xrc, pacing)
+             multicast, xrc, pacing, ud_pacing)
     names = {p.__name__ for p in parts}
     unknown = (set(args.only or []) | set(args.skip)) - names
     if unknown:

@@ -429,6 +429,15 @@ pub trait Io {
         0
     }
 
+    /// A UD QP's rate toward the destination of WQE `idx` (congestion
+    /// control per destination): microseconds until that datagram may go,
+    /// 0 for now. Asked before each datagram; the timer sends once the
+    /// wait is over, and the datagrams after it wait their turn.
+    fn hold_datagram(&mut self, idx: u32) -> u32 {
+        let _ = idx;
+        0
+    }
+
     /// Counts `e`.
     fn event(&mut self, e: Event) {
         let _ = e;
@@ -983,7 +992,13 @@ impl<S: DerefMut<Target = [Span]>> Requester<S> {
                 }
             }
             if self.cfg.transport == Transport::Ud {
-                // A datagram: one packet, complete once sent.
+                // A datagram: one packet, complete once sent, unless the
+                // rate toward its destination holds it back.
+                let us = io.hold_datagram(idx);
+                if us != 0 {
+                    self.pace_us = us;
+                    return;
+                }
                 *budget -= 1;
                 match io.datagram(idx, op, self.npsn) {
                     Ok(Some(len)) => {
@@ -1754,6 +1769,8 @@ mod tests {
         events: Vec<Event>,
         /// Datagrams sent: WQE and PSN.
         datagrams: Vec<(u32, Psn)>,
+        /// What `hold_datagram` answers, by WQE.
+        hold_dgram: Vec<(u32, u32)>,
     }
 
     impl TestIo {
@@ -1771,6 +1788,7 @@ mod tests {
                 hold_after: None,
                 events: Vec::new(),
                 datagrams: Vec::new(),
+                hold_dgram: Vec::new(),
             }
         }
 
@@ -1826,6 +1844,13 @@ mod tests {
 
         fn scatter(&mut self, _idx: u32, _off: u32, _data: &[u8]) -> Result<(), ScatterError> {
             self.scatter_err.map_or(Ok(()), Err)
+        }
+
+        fn hold_datagram(&mut self, idx: u32) -> u32 {
+            self.hold_dgram
+                .iter()
+                .find(|(i, _)| *i == idx)
+                .map_or(0, |(_, us)| *us)
         }
 
         fn hold(&mut self) -> u32 {
@@ -2471,6 +2496,37 @@ mod tests {
         assert_eq!(r.on_response(&ack(99), 0, &mut io), Ok(()));
         r.on_response(&ack(101), 0, &mut io).unwrap();
         assert_eq!(io.done.len(), 2);
+    }
+
+    #[test]
+    fn a_datagram_held_by_its_rate_waits_and_those_after_it_too() {
+        let mut io = TestIo::new();
+        let mut c = Config::new(Transport::Ud, 1024);
+        c.max_rd_atomic = 0;
+        let mut r = Requester::new(c, vec![Span::EMPTY; 8], Psn::new(0));
+        r.set_sending(true);
+        for _ in 0..3 {
+            io.post(SendOp::Send, 100);
+        }
+        // The second's destination is slowed down: 2.5 ms to wait.
+        io.hold_dgram.push((1, 2500));
+        r.set_checked(3);
+        r.send_pending(0, &mut io);
+        assert_eq!(io.datagrams, [(0, Psn::new(0))]);
+        assert_eq!(io.done.len(), 1);
+        assert_eq!(io.timer, Some(3), "the timer is armed for the wait");
+        // Still held when the timer comes early: nothing goes.
+        r.on_timer(3, &mut io);
+        assert_eq!(io.datagrams.len(), 1);
+        // Its time has come: it goes, and the one behind it.
+        io.hold_dgram.clear();
+        r.on_timer(6, &mut io);
+        assert_eq!(
+            io.datagrams,
+            [(0, Psn::new(0)), (1, Psn::new(1)), (2, Psn::new(2))]
+        );
+        assert_eq!(io.done.len(), 3);
+        assert!(!r.outstanding());
     }
 
     #[test]

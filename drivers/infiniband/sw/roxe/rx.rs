@@ -251,7 +251,7 @@ fn receive(qp: &Qp<Roxe>, pkt: &Packet<'_>, meta: &Meta<'_>) -> core::result::Re
         st.renew_route(qp.device().data());
     }
     if cnp::ecn(meta.ip) == cnp::CE {
-        crate::qp::cc::marked(qp, &mut st, pkt.bth.pkey);
+        crate::qp::cc::marked(qp, &mut st, pkt, meta.ip);
     }
     if pkt.opcode.is_response() {
         return complete(qp, &mut st, pkt);

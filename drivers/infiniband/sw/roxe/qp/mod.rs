@@ -328,6 +328,10 @@ pub(crate) fn create(
     let attr = reset_attr(granted);
     let mut req = req::new_requester(init.qp_type, sq.geometry().num_slots())?;
     req::reset_settings(&mut req, &attr);
+    let mut cc = cc::Congestion::new();
+    if init.qp_type == QpType::Ud {
+        cc.for_datagrams()?;
+    }
     let state = QpState {
         attr,
         rq_consumer: 0,
@@ -336,7 +340,7 @@ pub(crate) fn create(
         req,
         resp: resp::new_responder(crate::tx::wire(init.qp_type))?,
         park: resp::Park::new(),
-        cc: cc::Congestion::new(),
+        cc,
     };
     let (qp_type, sig_all, xrcd) = (init.qp_type, init.sq_sig_all, init.xrcd);
     let qpn = number.qpn();
@@ -599,7 +603,7 @@ pub(crate) fn modify(qp: &Qp<Roxe>, a: &QpAttr, m: u32, udata: Option<&UData<'_>
             // A receive WQE the responder held goes without a completion.
             let _discarded = st.resp.reset();
             st.park.clear();
-            st.cc = cc::Congestion::new();
+            st.cc.reset();
         }
         State::Err if cur != State::Err => flush(qp, st),
         _ => {}

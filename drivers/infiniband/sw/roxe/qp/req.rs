@@ -398,9 +398,24 @@ impl Io for SendIo<'_> {
         let sent = if self.qp.data().qp_type == QpType::RawPacket {
             send_raw(self.qp, idx, &w, nd)
         } else {
-            send_ud(self.qp, self.attr, idx, &w, op, psn, nd)
+            send_ud(self, idx, &w, op, psn, nd)
         };
         sent.map(Some)
+    }
+
+    fn hold_datagram(&mut self, idx: u32) -> u32 {
+        // No destination slowed down (and every raw packet QP): no lookup.
+        if !self.cc.any_dest_limited() {
+            return 0;
+        }
+        let w = self.read(idx);
+        let qp = self.qp;
+        let table = &qp.device().data().ah_table;
+        match crate::tx::ah_with(table, w.ah_num, qp.pd_id(), qp.is_user(), |a| a.dgid) {
+            Some(dgid) => self.cc.pace_to(&dgid),
+            // Sending fails it.
+            None => 0,
+        }
     }
 
     fn scatter(
@@ -546,14 +561,14 @@ fn send_raw(
 /// Sends a UD QP's WQE `idx` as one datagram with PSN `psn`, to the
 /// address its AH names. A datagram with no route is lost, as on a wire.
 fn send_ud(
-    qp: &Qp<Roxe>,
-    attr: &QpAttr,
+    io: &mut SendIo<'_>,
     idx: u32,
     w: &SendWqe,
     op: SendOp,
     psn: Psn,
     ndev: &NetDevice,
 ) -> core::result::Result<u32, ScatterError> {
+    let (qp, attr) = (io.qp, io.attr);
     let fail = ScatterError::Failed;
     let dev = qp.device();
     let len = msg_len(qp.data(), idx, w).map_err(fail)?;
@@ -611,7 +626,13 @@ fn send_ud(
     match err {
         // Not sent: it goes with this PSN once its data is in.
         Some(e) => Err(e),
-        None => Ok(len),
+        None => {
+            // A group sends no CNP back: no rate to keep for it.
+            if !crate::proto::ip::is_multicast(&ah.1) {
+                io.cc.sent_to(&ah.1, len);
+            }
+            Ok(len)
+        }
     }
 }
 
