@@ -412,6 +412,14 @@ def cells(doc):
     return out
 
 
+def side_cpu_per_gb(m, which):
+    """One guest's busy CPU seconds per GB moved in measurement `m`
+    (`which`: "server", guest 1, or "client", guest 2), or None."""
+    busy = (m.get("cpu") or {}).get(f"{which}_busy_s")
+    moved = m.get("bytes")
+    return busy / (moved / 1e9) if busy is not None and moved else None
+
+
 def stats(values):
     values = [v for v in values if v is not None]
     if not values:
@@ -586,6 +594,33 @@ def table(doc):
             out.append("\nCPU seconds per GB moved (both guests' busy time over each run, approximate; "
                        "medians):\n\n")
             out.append(render(chead, clines, 2))
+        # The passive side alone: the server's busy time (the target of a
+        # write or send, the responder of a read). TCP's yardstick is its
+        # receiver for data that flows into the passive side, its sender
+        # for a read's, whose passive side sends the data.
+        tcp_ms = by.get((cpus, mtu, 1, "tcp", "tcp", 0), [])
+        tcp_side = {w: stats([side_cpu_per_gb(m, w) for m in tcp_ms]) for w in ("server", "client")}
+        phead = ["test", "size"] + drivers + ["TCP rx", "TCP tx"]
+        if "roxe" in drivers:
+            phead += [f"roxe/{d}" for d in others] + ["roxe/TCP"]
+        plines = []
+        for t, size, metric, key, lower in specs:
+            if metric != "MB/s":
+                continue
+            st = {d: stats([side_cpu_per_gb(m, "server") for m in by.get((cpus, mtu, qps, d, t, size), [])])
+                  for d in drivers}
+            line = [t, human_size(size)] + [fmt_stats(st[d], False) for d in drivers]
+            line += [fmt_stats(tcp_side["server"], False), fmt_stats(tcp_side["client"], False)]
+            if "roxe" in drivers:
+                line += [fmt_cmp(compare(st["roxe"], st[d], True)) for d in others]
+                yard = tcp_side["client"] if t == "read_bw" else tcp_side["server"]
+                line.append(fmt_cmp(compare(st["roxe"], yard, True)))
+            plines.append(line)
+        if plines and any(v is not None for v in tcp_side.values()):
+            out.append("\nCPU seconds per GB on the passive side (the server guest: a write's or send's "
+                       "target, a read's responder; medians). roxe/TCP is against TCP's receiver "
+                       "(rx), for read against its sender (tx):\n\n")
+            out.append(render(phead, plines, 2))
         out.append("\n")
     # Each configuration against the first.
     if len(cfgs) > 1:

@@ -19,8 +19,9 @@
  * roxe has mapped it again. QP a posts; the dma-buf MR is on the far side
  * (QP b's responder) for RDMA WRITE and READ, and the local side for SEND.
  *
- *   0. The exporter alone: bad CREATE sizes and a foreign fd are refused;
- *      an unregistered buffer moves, its bytes with it.
+ *   0. The exporter alone: bad CREATE sizes, unknown flags and a foreign fd
+ *      are refused; an unregistered buffer moves, its bytes with it, late
+ *      too (PEEK waits for the copy).
  *   a. 1 MiB buffer, registered whole: roxe must not pin it (today's roxe
  *      does: the FAIL "roxe pinned the buffer: no re-validation", and the
  *      steps that need a move are skipped).
@@ -38,7 +39,18 @@
  *      back: every completion succeeds, every read-back is the write, every
  *      MOVE succeeds, and PEEK of the whole buffer shows every slot's last
  *      pattern.
- *   h. Deregistration: live_vmaps=0, pins=0, vmap and vunmap op calls match.
+ *   h. Late copies (MOVE with ROXE_MOVER_LATE_COPY: the bytes follow 50 ms
+ *      later behind a fence of kernel usage, as a GPU's copy engine moves
+ *      them): 8 rounds of WRITE, late MOVE, READ back (the READ must see
+ *      the bytes, not the zeroed new pages: roxe waited for the fence
+ *      before it mapped the buffer again), then late MOVE, WRITE, PEEK (the
+ *      WRITE must not be overwritten by the copy of the old bytes).
+ *   i. Deregistration: live_vmaps=0, pins=0, vmap and vunmap op calls match.
+ *   j. Device memory: a VRAM buffer (I/O memory until pinned) registers,
+ *      pinned by roxe (pins=1), moves no more (EBUSY), carries a WRITE and
+ *      a READ, and lets go of the pin at deregistration; an IOMEM buffer
+ *      (I/O memory for good) is refused (EOPNOTSUPP) with no pin or
+ *      mapping left behind.
  *
  * Prints one "ok   ..." or "FAIL ..." line per check ("skip ..." for steps
  * that cannot run) and a summary; exits 0 only if every check passed.
@@ -66,6 +78,7 @@
 #define SLOT_LEN (64u << 10)   /* stress: one write and read-back */
 #define SLOTS (BUF_LEN / SLOT_LEN)
 #define STRESS_ROUNDS 200
+#define LATE_ROUNDS 8
 #define STRESS_MOVES 200
 #define WC_SECONDS 60
 
@@ -102,19 +115,29 @@ static void die(const char *what)
 
 static int mover;
 
-static int mv_create(uint64_t size)
+static int mv_create_flags(uint64_t size, uint32_t flags)
 {
-	struct roxe_mover_create c = { .size = size };
+	struct roxe_mover_create c = { .size = size, .flags = flags };
 
 	return ioctl(mover, ROXE_MOVER_CREATE, &c) ? -1 : c.fd;
 }
 
-/* 0 or the errno of the MOVE. */
-static int mv_move(int fd)
+static int mv_create(uint64_t size)
 {
-	struct roxe_mover_move m = { .fd = fd };
+	return mv_create_flags(size, 0);
+}
+
+/* 0 or the errno of the MOVE. */
+static int mv_move_flags(int fd, uint32_t flags)
+{
+	struct roxe_mover_move m = { .fd = fd, .flags = flags };
 
 	return ioctl(mover, ROXE_MOVER_MOVE, &m) ? errno : 0;
+}
+
+static int mv_move(int fd)
+{
+	return mv_move_flags(fd, 0);
 }
 
 static void mv_io(int fd, unsigned long cmd, uint64_t off, void *p, size_t len)
@@ -365,6 +388,19 @@ static void exporter_checks(void)
 	memset(out, 0, sizeof(out));
 	mv_io(fd, ROXE_MOVER_PEEK, 0, out, sizeof(out));
 	report(!memcmp(in, out, sizeof(in)), "its bytes moved with it");
+	fill(in, sizeof(in), 98);
+	mv_io(fd, ROXE_MOVER_POKE, 0, in, sizeof(in));
+	e = mv_move_flags(fd, ROXE_MOVER_LATE_COPY);
+	memset(out, 0, sizeof(out));
+	mv_io(fd, ROXE_MOVER_PEEK, 0, out, sizeof(out));
+	report(!e && !memcmp(in, out, sizeof(in)),
+	       "a late move (the copy behind a fence): %s, and PEEK waits for its bytes",
+	       e ? strerror(e) : "succeeded");
+	e = mv_move_flags(fd, 1u << 7);
+	report(e == EINVAL, "MOVE with an unknown flag is refused (EINVAL)");
+	errno = 0;
+	report(mv_create_flags(PAGE, 1u << 7) < 0 && errno == EINVAL,
+	       "CREATE with an unknown flag is refused (EINVAL)");
 	{
 		struct roxe_mover_io io = { .fd = fd, .offset = PAGE, .len = PAGE + 1,
 					    .ptr = (uint64_t)(uintptr_t)out };
@@ -374,7 +410,7 @@ static void exporter_checks(void)
 		       "PEEK past the buffer's end is refused (EINVAL)");
 	}
 	s = mv_stats(fd);
-	report(s.moves == 1 && !s.vmap_calls && !s.live_vmaps && !s.pins && !s.pin_calls,
+	report(s.moves == 2 && !s.vmap_calls && !s.live_vmaps && !s.pins && !s.pin_calls,
 	       "its STATS: %s", stats_str(&s));
 	close(fd);
 }
@@ -647,7 +683,70 @@ int main(int argc, char **argv)
 		skip(can_move ? "g: stress (the QP failed before)" : "g: stress (pinned)");
 	}
 
-	/* h. Deregistration lets go of everything. */
+	/* h. Late copies: roxe must wait for the exporter's fence. */
+	if (can_move && qp_ok) {
+		int bad_read = 0, bad_peek = 0, refused = 0, first_err = 0;
+		long long fastest = -1;
+		const char *why = NULL;
+
+		for (int r = 0; r < LATE_ROUNDS && !why; r++) {
+			unsigned int slot = (r * 5) % SLOTS;
+			uint64_t off = (uint64_t)slot * SLOT_LEN;
+			uint32_t seed = 5000 + 2 * r;
+			long long t0;
+
+			fill(src + off, SLOT_LEN, seed);
+			post(qpa, IBV_WR_RDMA_WRITE, (uintptr_t)(src + off), SLOT_LEN, src_mr->lkey,
+			     IOVA + off, mr->rkey);
+			why = wc_error(cqa, &wc);
+			if (why)
+				break;
+			e = mv_move_flags(dfd, ROXE_MOVER_LATE_COPY);
+			t0 = now_us();
+			if (e && !refused++)
+				first_err = e;
+			memset(dst + off, 0, SLOT_LEN);
+			post(qpa, IBV_WR_RDMA_READ, (uintptr_t)(dst + off), SLOT_LEN, dst_mr->lkey,
+			     IOVA + off, mr->rkey);
+			why = wc_error(cqa, &wc);
+			if (why)
+				break;
+			if (fastest < 0 || now_us() - t0 < fastest)
+				fastest = now_us() - t0;
+			if (mismatch(dst + off, SLOT_LEN, seed) >= 0 && !bad_read++)
+				printf("     late round %d: the READ after the move is not the write\n", r);
+			e = mv_move_flags(dfd, ROXE_MOVER_LATE_COPY);
+			if (e && !refused++)
+				first_err = e;
+			fill(src + off, SLOT_LEN, seed + 1);
+			post(qpa, IBV_WR_RDMA_WRITE, (uintptr_t)(src + off), SLOT_LEN, src_mr->lkey,
+			     IOVA + off, mr->rkey);
+			why = wc_error(cqa, &wc);
+			if (why)
+				break;
+			memcpy(image + off, src + off, SLOT_LEN);
+			/* PEEK waits for the copy: a WRITE that did not wait is overwritten. */
+			mv_io(dfd, ROXE_MOVER_PEEK, off, peek_buf, SLOT_LEN);
+			if (mismatch(peek_buf, SLOT_LEN, seed + 1) >= 0 && !bad_peek++)
+				printf("     late round %d: the WRITE after the move was overwritten\n", r);
+		}
+		report(!why, "late copies: %d rounds of WRITE, late MOVE, READ, late MOVE, WRITE, every "
+		       "completion succeeded%s%s", LATE_ROUNDS, why ? ": " : "", why ? why : "");
+		qp_ok &= !why;
+		report(!refused, "late copies: all %d MOVEs succeeded (%d refused%s%s)", 2 * LATE_ROUNDS,
+		       refused, refused ? ", first: " : "", refused ? strerror(first_err) : "");
+		report(!why && !bad_read && fastest >= (ROXE_MOVER_LATE_MS - 5) * 1000ll,
+		       "late copies: every READ after a move read the bytes, not the new pages' zeros "
+		       "(%d wrong), and none completed before the copy (fastest %lld us after the "
+		       "MOVE; the copy comes %d ms after)", bad_read, fastest, ROXE_MOVER_LATE_MS);
+		report(!why && !bad_peek,
+		       "late copies: no WRITE after a move was overwritten by the copy (%d were)",
+		       bad_peek);
+	} else {
+		skip(can_move ? "h: late copies (the QP failed before)" : "h: late copies (pinned)");
+	}
+
+	/* i. Deregistration lets go of everything. */
 	ibv_destroy_qp(qpa);
 	ibv_destroy_qp(qpb);
 	e = ibv_dereg_mr(mr) ? errno : 0;
@@ -661,8 +760,69 @@ int main(int argc, char **argv)
 		mv_io(dfd, ROXE_MOVER_PEEK, 0, peek_buf, BUF_LEN);
 		report(!memcmp(peek_buf, image, BUF_LEN), "and keeps its bytes (the last writes)");
 	} else {
-		skip("h: the buffer's last bytes (a write failed: unknown)");
+		skip("i: the buffer's last bytes (a write failed: unknown)");
 	}
+	/* j. Device memory: pinned to system memory, or refused. */
+	{
+		int vfd = mv_create_flags(BUF_LEN, ROXE_MOVER_VRAM);
+		int ifd = mv_create_flags(BUF_LEN, ROXE_MOVER_IOMEM);
+		struct ibv_mr *vmr, *imr;
+
+		if (vfd < 0 || ifd < 0)
+			die("CREATE VRAM and IOMEM buffers");
+		qpa = make_qp(pd, cqa);
+		qpb = make_qp(pd, cqb);
+		psna = lrand48() & 0xffffff;
+		psnb = lrand48() & 0xffffff;
+		connect_qp(qpa, qpb->qp_num, psna, psnb, &gid, gid_index);
+		connect_qp(qpb, qpa->qp_num, psnb, psna, &gid, gid_index);
+		vmr = ibv_reg_dmabuf_mr(pd, 0, BUF_LEN, IOVA, vfd, access);
+		e = vmr ? 0 : errno;
+		s = mv_stats(vfd);
+		report(vmr && s.pins == 1 && s.live_vmaps == 1,
+		       "VRAM buffer (I/O memory until pinned): registered%s%s, pinned by roxe to "
+		       "reach system memory (%s)", e ? ": " : "", e ? strerror(e) : "", stats_str(&s));
+		if (vmr) {
+			const char *why;
+
+			e = mv_move(vfd);
+			report(e == EBUSY, "VRAM buffer: MOVE refused while roxe holds its pin (%s)",
+			       e ? strerror(e) : "it moved");
+			fill(src, BUF_LEN, 7);
+			post(qpa, IBV_WR_RDMA_WRITE, (uintptr_t)src, BUF_LEN, src_mr->lkey, IOVA,
+			     vmr->rkey);
+			why = wc_error(cqa, &wc);
+			memset(dst, 0, BUF_LEN);
+			if (!why) {
+				post(qpa, IBV_WR_RDMA_READ, (uintptr_t)dst, BUF_LEN, dst_mr->lkey, IOVA,
+				     vmr->rkey);
+				why = wc_error(cqa, &wc);
+			}
+			mv_io(vfd, ROXE_MOVER_PEEK, 0, peek_buf, BUF_LEN);
+			report(!why && mismatch(dst, BUF_LEN, 7) < 0 && mismatch(peek_buf, BUF_LEN, 7) < 0,
+			       "VRAM buffer: a 1 MiB WRITE lands (PEEK) and READs back%s%s",
+			       why ? ": " : "", why ? why : "");
+			e = ibv_dereg_mr(vmr) ? errno : 0;
+			s = mv_stats(vfd);
+			report(!e && !s.pins && !s.live_vmaps,
+			       "VRAM buffer: deregistration lets go of the pin and the mapping (%s)",
+			       stats_str(&s));
+		}
+		imr = ibv_reg_dmabuf_mr(pd, 0, BUF_LEN, IOVA, ifd, access);
+		e = imr ? 0 : errno;
+		s = mv_stats(ifd);
+		report(!imr && e == EOPNOTSUPP && !s.pins && !s.live_vmaps && s.pin_calls == 1,
+		       "IOMEM buffer (I/O memory for good): registration refused (%s), roxe tried "
+		       "the pin and let go of it, nothing mapped (%s)",
+		       e ? strerror(e) : "registered", stats_str(&s));
+		if (imr)
+			ibv_dereg_mr(imr);
+		ibv_destroy_qp(qpa);
+		ibv_destroy_qp(qpb);
+		close(vfd);
+		close(ifd);
+	}
+
 	ibv_dereg_mr(src_mr);
 	ibv_dereg_mr(dst_mr);
 	ibv_destroy_cq(cqa);

@@ -23,7 +23,7 @@ check "rdma link add roxe0 on $ROXE_IF" rdma link add roxe0 type roxe netdev "$R
 wait_for 10 grep -q ': ACTIVE$' $IB/ports/1/state
 wait_for 10 gid_index_v4 roxe0
 if gid=$(gid_index_v4 roxe0); then
-	check "dma-buf MR over a moving buffer: not pinned, mapped again after each move, data right" \
+	check "dma-buf MR over a moving buffer: not pinned, mapped again after each move (after late copies too), data right; device memory pinned or refused" \
 		timeout -k 5 300 "$bin" roxe0 "$gid"
 	cat /tmp/check.out
 	[ -n "${ROXE_OUT:-}" ] && cp /tmp/check.out "$ROXE_OUT/dmabuf-move.log"

@@ -11,6 +11,12 @@
  * into new pages and frees the old ones, but only when no importer pinned
  * the buffer and, after move_notify, none still holds a kernel mapping.
  *
+ * CREATE's flags make a buffer that poses as device memory (VRAM: I/O
+ * memory until pinned; IOMEM: for good), and MOVE's LATE_COPY flag moves
+ * the bytes after MOVE returns, behind a fence, as a GPU's copy engine
+ * does: the importer must wait for the buffer's fences before it touches
+ * the pages.
+ *
  * Locking: dmabuf->resv (the reservation lock) guards everything of a
  * buffer that can change: the page array, the exporter's own mapping and
  * the counters. The dma-buf core holds it around the pin, unpin, vmap and
@@ -20,6 +26,7 @@
  * (dma_resv_lockdep), so PEEK and POKE go through a kernel bounce buffer.
  */
 #include <linux/dma-buf.h>
+#include <linux/dma-fence.h>
 #include <linux/dma-resv.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -31,12 +38,14 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 
 #include "roxe_dmabuf_mover.h"
 
 /* One exported buffer: dmabuf->priv. */
 struct mover_buf {
 	size_t npages;
+	u32 flags; /* CREATE's */
 	/* Guarded by the reservation lock, as everything below. */
 	struct page **pages;
 	void *vaddr; /* the vmap op's mapping, while the core holds one */
@@ -131,7 +140,14 @@ static int mover_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 		return -ENOMEM;
 	buf->vaddr = vaddr;
 	buf->vmap_calls++;
-	iosys_map_set_vaddr(map, vaddr);
+	/*
+	 * Posing as device memory: the same pages, marked as I/O memory, which
+	 * an importer must not reach with plain loads and stores.
+	 */
+	if ((buf->flags & ROXE_MOVER_IOMEM) || ((buf->flags & ROXE_MOVER_VRAM) && !buf->pins))
+		iosys_map_set_vaddr_iomem(map, (void __iomem __force *)vaddr);
+	else
+		iosys_map_set_vaddr(map, vaddr);
 	return 0;
 }
 
@@ -192,12 +208,14 @@ static long mover_create(struct roxe_mover_create __user *uarg)
 
 	if (copy_from_user(&arg, uarg, sizeof(arg)))
 		return -EFAULT;
-	if (arg.pad || !arg.size || arg.size > ROXE_MOVER_MAX_SIZE || !PAGE_ALIGNED(arg.size))
+	if ((arg.flags & ~(ROXE_MOVER_VRAM | ROXE_MOVER_IOMEM)) || !arg.size ||
+	    arg.size > ROXE_MOVER_MAX_SIZE || !PAGE_ALIGNED(arg.size))
 		return -EINVAL;
 	buf = kzalloc(sizeof(*buf), GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
 	buf->npages = arg.size >> PAGE_SHIFT;
+	buf->flags = arg.flags;
 	buf->pages = alloc_page_array(buf->npages, GFP_KERNEL | __GFP_ZERO);
 	if (!buf->pages) {
 		kfree(buf);
@@ -231,8 +249,72 @@ static long mover_create(struct roxe_mover_create __user *uarg)
 	return 0;
 }
 
+/* A late copy (ROXE_MOVER_LATE_COPY): its fence, and what it copies. */
+struct mover_late {
+	struct dma_fence fence; /* first: the fence's release frees the whole */
+	spinlock_t lock;
+	struct delayed_work work;
+	struct dma_buf *dmabuf; /* a reference, until the copy is done */
+	struct page **from;     /* the old pages, freed after the copy */
+	struct page **to;       /* the buffer's pages now */
+	size_t npages;
+};
+
+static u64 late_context;
+static atomic64_t late_seqno;
+/* Destroyed (drained) at unload, so no copy runs after the module is gone. */
+static struct workqueue_struct *late_wq;
+
+static const char *late_name(struct dma_fence *fence)
+{
+	return "roxe_dmabuf_mover";
+}
+
+static const struct dma_fence_ops late_ops = {
+	.get_driver_name = late_name,
+	.get_timeline_name = late_name,
+};
+
+/*
+ * The copy engine: no reservation lock (an importer may wait for this
+ * fence while holding it); the pages cannot go meanwhile, since the next
+ * MOVE and the release both wait (the fence, the dma-buf reference).
+ */
+static void late_copy(struct work_struct *work)
+{
+	struct mover_late *l = container_of(to_delayed_work(work), struct mover_late, work);
+	size_t i;
+
+	for (i = 0; i < l->npages; i++)
+		copy_highpage(l->to[i], l->from[i]);
+	free_page_array(l->from, l->npages);
+	dma_fence_signal(&l->fence);
+	dma_buf_put(l->dmabuf);
+	dma_fence_put(&l->fence);
+}
+
+/* Takes the reservation lock once the buffer's late copies are done. */
+static int mover_lock_idle(struct dma_buf *dmabuf)
+{
+	long ret;
+
+	for (;;) {
+		ret = dma_resv_lock_interruptible(dmabuf->resv, NULL);
+		if (ret)
+			return ret;
+		if (dma_resv_test_signaled(dmabuf->resv, DMA_RESV_USAGE_KERNEL))
+			return 0;
+		dma_resv_unlock(dmabuf->resv);
+		ret = dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_KERNEL, true,
+					    MAX_SCHEDULE_TIMEOUT);
+		if (ret < 0)
+			return ret;
+	}
+}
+
 static long mover_move(struct roxe_mover_move __user *uarg)
 {
+	struct mover_late *late = NULL;
 	struct roxe_mover_move arg;
 	struct page **fresh, **old;
 	struct dma_buf *dmabuf;
@@ -242,40 +324,67 @@ static long mover_move(struct roxe_mover_move __user *uarg)
 
 	if (copy_from_user(&arg, uarg, sizeof(arg)))
 		return -EFAULT;
-	if (arg.pad)
+	if (arg.flags & ~ROXE_MOVER_LATE_COPY)
 		return -EINVAL;
 	dmabuf = mover_get(arg.fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
 	buf = dmabuf->priv;
-	/* The new pages, before the lock: whichever array loses is freed after it. */
-	fresh = alloc_page_array(buf->npages, GFP_KERNEL);
-	if (!fresh) {
-		ret = -ENOMEM;
-		goto put;
+	ret = -ENOMEM;
+	if (arg.flags & ROXE_MOVER_LATE_COPY) {
+		late = kzalloc(sizeof(*late), GFP_KERNEL);
+		if (!late)
+			goto put;
 	}
-	ret = dma_resv_lock_interruptible(dmabuf->resv, NULL);
+	/*
+	 * The new pages, before the lock: whichever array loses is freed
+	 * after it. Zeroed for a late copy, so that an importer that does not
+	 * wait for it reads zeros, not the bytes.
+	 */
+	fresh = alloc_page_array(buf->npages, GFP_KERNEL | (late ? __GFP_ZERO : 0));
+	if (!fresh)
+		goto put;
+	ret = mover_lock_idle(dmabuf);
 	if (ret)
 		goto free;
 	if (buf->pins) {
 		ret = -EBUSY;
 		goto unlock;
 	}
-	/*
-	 * A real exporter would also wait for the fences in dmabuf->resv
-	 * here; roxe adds none (it copies synchronously, under its own locks).
-	 */
+	if (late) {
+		ret = dma_resv_reserve_fences(dmabuf->resv, 1);
+		if (ret)
+			goto unlock;
+	}
 	dma_buf_move_notify(dmabuf);
 	/* An importer that kept its mapping would now read freed pages. */
 	if (dmabuf->vmapping_counter || buf->vaddr) {
 		ret = -EBUSY;
 		goto unlock;
 	}
-	for (i = 0; i < buf->npages; i++)
-		copy_highpage(fresh[i], buf->pages[i]);
-	old = buf->pages;
-	buf->pages = fresh;
-	fresh = old;
+	if (late) {
+		spin_lock_init(&late->lock);
+		dma_fence_init(&late->fence, &late_ops, &late->lock, late_context,
+			       atomic64_inc_return(&late_seqno));
+		get_dma_buf(dmabuf);
+		late->dmabuf = dmabuf;
+		late->from = buf->pages;
+		late->to = fresh;
+		late->npages = buf->npages;
+		/* The reservation object takes a reference of its own. */
+		dma_resv_add_fence(dmabuf->resv, &late->fence, DMA_RESV_USAGE_KERNEL);
+		buf->pages = fresh;
+		fresh = NULL;
+		INIT_DELAYED_WORK(&late->work, late_copy);
+		queue_delayed_work(late_wq, &late->work, msecs_to_jiffies(ROXE_MOVER_LATE_MS));
+		late = NULL;
+	} else {
+		for (i = 0; i < buf->npages; i++)
+			copy_highpage(fresh[i], buf->pages[i]);
+		old = buf->pages;
+		buf->pages = fresh;
+		fresh = old;
+	}
 	buf->moves++;
 	ret = 0;
 unlock:
@@ -283,6 +392,7 @@ unlock:
 free:
 	free_page_array(fresh, buf->npages);
 put:
+	kfree(late);
 	dma_buf_put(dmabuf);
 	return ret;
 }
@@ -340,7 +450,7 @@ static long mover_io(struct roxe_mover_io __user *uarg, bool poke)
 	ret = -EFAULT;
 	if (poke && copy_from_user(bounce, uptr, arg.len))
 		goto free;
-	ret = dma_resv_lock_interruptible(dmabuf->resv, NULL);
+	ret = mover_lock_idle(dmabuf);
 	if (ret)
 		goto free;
 	mover_copy(dmabuf->priv, arg.offset, bounce, arg.len, poke);
@@ -420,7 +530,28 @@ static struct miscdevice mover_misc = {
 	.fops = &mover_fops,
 	.mode = 0600,
 };
-module_misc_device(mover_misc);
+static int __init mover_init(void)
+{
+	int ret;
+
+	late_context = dma_fence_context_alloc(1);
+	late_wq = alloc_workqueue("roxe_mover", 0, 0);
+	if (!late_wq)
+		return -ENOMEM;
+	ret = misc_register(&mover_misc);
+	if (ret)
+		destroy_workqueue(late_wq);
+	return ret;
+}
+
+static void __exit mover_exit(void)
+{
+	misc_deregister(&mover_misc);
+	destroy_workqueue(late_wq);
+}
+
+module_init(mover_init);
+module_exit(mover_exit);
 
 MODULE_DESCRIPTION("roxe test: a dma-buf exporter whose buffers move on request");
 MODULE_LICENSE("GPL");

@@ -20,31 +20,54 @@
 #define ROXE_MOVER_MAX_SIZE (64ull << 20)
 
 /*
+ * CREATE flags. VRAM: device memory until pinned. Unpinned, the vmap op
+ * maps the pages as I/O memory (is_iomem), as a GPU's VRAM behind a BAR;
+ * pinned, as system memory (amdgpu moves a buffer to GTT when an importer
+ * without peer-to-peer pins it). IOMEM: I/O memory for good, pinned or not.
+ */
+#define ROXE_MOVER_VRAM (1u << 0)
+#define ROXE_MOVER_IOMEM (1u << 1)
+
+/*
  * CREATE: in size (bytes, a multiple of the page size, 1 page to
- * ROXE_MOVER_MAX_SIZE; else EINVAL); out fd, a new O_RDWR|O_CLOEXEC
- * dma-buf of zeroed pages.
+ * ROXE_MOVER_MAX_SIZE; else EINVAL) and flags (the ones above; others
+ * EINVAL); out fd, a new O_RDWR|O_CLOEXEC dma-buf of zeroed pages.
  */
 struct roxe_mover_create {
 	__u64 size;
 	__s32 fd;
-	__u32 pad;
+	__u32 flags;
 };
 
 /*
- * MOVE: under the buffer's reservation lock, EBUSY if an importer pinned
+ * MOVE flags. LATE_COPY: the bytes follow later, as a GPU's copy engine
+ * moves them (TTM): the fresh pages (zeroed) take the old ones' place at
+ * once, and a work item copies the old bytes into them ROXE_MOVER_LATE_MS
+ * later, behind a fence of kernel usage (DMA_RESV_USAGE_KERNEL) added to
+ * the buffer's reservation object and signalled once the copy is done.
+ * An importer that touches the pages before the fence signals sees zeros,
+ * and its writes are overwritten by the copy.
+ */
+#define ROXE_MOVER_LATE_COPY (1u << 0)
+#define ROXE_MOVER_LATE_MS 50
+
+/*
+ * MOVE: under the buffer's reservation lock, once its fences of kernel
+ * usage have signalled (a late copy before), EBUSY if an importer pinned
  * it; else tell the importers (dma_buf_move_notify), then EBUSY if one
  * still holds a kernel mapping (dma_buf_vmap) of it; else copy the bytes
- * into freshly allocated pages and free the old ones.
+ * into freshly allocated pages and free the old ones (or, with
+ * ROXE_MOVER_LATE_COPY, have them copied later). Other flags: EINVAL.
  */
 struct roxe_mover_move {
 	__s32 fd;
-	__u32 pad;
+	__u32 flags;
 };
 
 /*
  * PEEK (buffer to ptr) and POKE (ptr to buffer): len bytes at offset of
- * the buffer's current pages, under its reservation lock. offset + len
- * past the buffer's end: EINVAL.
+ * the buffer's current pages, under its reservation lock, once a late
+ * copy is done. offset + len past the buffer's end: EINVAL.
  */
 struct roxe_mover_io {
 	__s32 fd;
