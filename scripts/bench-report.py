@@ -201,7 +201,7 @@ def measurement(key, step, attempts):
             print(f"bench-report: note: step {step} ({driver} {test} {size}): perftest reported {iters} "
                   f"iterations, asked for {rec['iters']} on each of {qps} QPs", file=sys.stderr)
             rec["iters"] = iters // qps
-        if test.endswith("_bw"):
+        if test.endswith(("_bw", "_bw_ev")):
             rec["kind"] = "bw"
             if "BW average[MB/sec]" not in row or "MsgRate[Mpps]" not in row:
                 return None, f"unexpected perftest columns (want MB/sec and Mpps): {header!r}"
@@ -613,7 +613,7 @@ def table(doc):
             line += [fmt_stats(tcp_side["server"], False), fmt_stats(tcp_side["client"], False)]
             if "roxe" in drivers:
                 line += [fmt_cmp(compare(st["roxe"], st[d], True)) for d in others]
-                yard = tcp_side["client"] if t == "read_bw" else tcp_side["server"]
+                yard = tcp_side["client"] if t.startswith("read_bw") else tcp_side["server"]
                 line.append(fmt_cmp(compare(st["roxe"], yard, True)))
             plines.append(line)
         if plines and any(v is not None for v in tcp_side.values()):

@@ -13,7 +13,10 @@
 #                                on the test NIC, record its active MTU and
 #                                check that a RoCE driver's follows the netdev
 #   bw DRV TEST SIZE ITERS QPS   perftest's ib_TEST (write_bw, send_bw,
-#                                read_bw), ITERS messages on each of QPS QPs
+#                                read_bw; send_bw_ev and read_bw_ev are
+#                                ib_send_bw and ib_read_bw with -e, asleep
+#                                on CQ events), ITERS messages on each of
+#                                QPS QPs
 #   lat DRV TEST SIZE ITERS      perftest's ib_TEST (write_lat, send_lat,
 #                                read_lat)
 #   prof DRV TEST SIZE ITERS     the same run as bw (1 QP) or lat, under perf
@@ -375,7 +378,9 @@ measure() {
 		tag=s$n.$attempt
 		port=$((port + 1))
 		# -F: do not fail on the guest's missing cpufreq information.
-		cmd=("ib_$t" -d "$dev" "${conn[@]}" -s "$size" -n "$iters" "${q[@]}" -F -p "$port")
+		# TEST_ev: perftest sleeps on CQ events (-e) instead of polling.
+		cmd=("ib_${t%_ev}" -d "$dev" "${conn[@]}" -s "$size" -n "$iters" "${q[@]}" -F -p "$port")
+		[ "$t" = "${t%_ev}" ] || cmd+=(-e)
 		if [ $server = 1 ]; then
 			serve "$tag" "$at run=$name attempt=$attempt $fields" "${cmd[@]}"
 			[ -e "$ROXE_SHARED/retry-$tag.2" ] || return
