@@ -1490,9 +1490,9 @@ LINE_KBPS = 100_000_000
 def ud_pacing(v, w, check):
     """Issue 17: a UD QP keeps a rate per destination. The peer sends CNPs
     to a UD QP that has sent to it; the QP's next 16 datagrams to the peer
-    must spread out as a paced WRITE's do (at least 100 ms and three times
-    the time 16 take from a UD QP without CNPs), while 16 to another
-    address of the peer's (SECOND) go unpaced. A CNP from a host the QP
+    must spread out as a paced WRITE's do (at least 100 ms), while 16 to
+    another address of the peer's (SECOND) right after go unpaced (at
+    most a third of that). A CNP from a host the QP
     never sent to is dropped as rx_drop_address and cuts nothing. And the
     notification point: a CE-marked datagram the QP takes (its Q_Key) makes
     it send a CNP to the datagram's source QP; one with another Q_Key
@@ -1571,10 +1571,14 @@ def ud_pacing(v, w, check):
           f"the CNPs cut the rate to the peer: rp_cnp_handled +{cuts}, lowest dcqcn_rate_kbps "
           f"{rate} (below 100 Mbit/s)")
     # At the floor (1 Mbit/s) a datagram of 1 KiB takes 9 ms: 15 gaps are
-    # 135 ms. Unpaced, Python's posting sets the pace (20 to 25 ms for 16).
-    check(span_b >= 0.1 and span_b >= 3 * span_a,
-          f"paced, the datagrams to the peer spread out: {n} over {span_b * 1e3:.1f} ms with CNPs, "
-          f"{span_a * 1e3:.1f} ms without (at least 100 ms and 3 times as long)")
+    # 135 ms. Unpaced, Python's posting sets the pace: 20 to 50 ms for 16
+    # under the CNP stream on a busy host, so the yardstick is shown, and
+    # the comparison that decides is with the second address below (the
+    # same QP, right after, no stream).
+    check(span_b >= 0.1,
+          f"paced, the datagrams to the peer spread out: {n} over {span_b * 1e3:.1f} ms with CNPs "
+          f"(at least 100 ms; {span_a * 1e3:.1f} ms from a UD QP without CNPs under the same "
+          f"stream)")
     check(span_c * 3 <= span_b and still is not None and still < 100_000,
           f"the datagrams to {SECOND} are not paced: {n} over {span_c * 1e3:.1f} ms "
           f"(at most a third of the paced {span_b * 1e3:.1f} ms), while the rate to the peer is "
